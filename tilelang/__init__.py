@@ -1,0 +1,24 @@
+"""tilelang: tile-level GPU kernels in Python, compiled through Apache TVM 0.27.
+
+    import tilelang, tilelang.language as T
+    kernel = tilelang.compile(my_prim_func, out_idx=[2])   # GPU if visible, else CPU
+    c = kernel(a, b)
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import language  # noqa: F401  (registers the tile operators)
+from . import layout  # noqa: F401
+from .engine import lower  # noqa: F401
+from .errors import (  # noqa: F401
+    CompileError,
+    DSLError,
+    KernelArgumentError,
+    LoweringError,
+    TileLangError,
+)
+from .jit import JITKernel, compile, jit  # noqa: F401
+from .transform.pass_config import PassConfigKey  # noqa: F401
+from .utils.tensor import TensorSupplyType  # noqa: F401

@@ -1,0 +1,93 @@
+"""The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
+
+    LowerTileOps -> InjectSoftwarePipeline -> LowerKernelLaunch -> TVM's "tirx" pipeline
+
+``tvm.compile(mod, target, tir_pipeline="tilelang")`` runs it; ``tilelang.lower`` runs the same
+passes and returns the module.  With ``TILELANG_DUMP_IR=dir`` (or the pass config
+``tl.dump_ir_dir``) the IR after every pass is written to ``dir/NN_<pass>.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tvm
+from tvm.tirx import compilation_pipeline as _cp
+
+from .. import transform as tl_transform
+from ..transform import pass_config
+
+NAME = "tilelang"
+
+
+def tile_passes() -> list[tvm.transform.Pass]:
+    """tilelang's own passes, in order."""
+    return [
+        tl_transform.LowerTileOps(),
+        tl_transform.InjectSoftwarePipeline(),
+        tl_transform.LowerKernelLaunch(),
+    ]
+
+
+def stock_passes() -> list[tvm.transform.Pass]:
+    """TVM's ``tirx`` pipeline after our passes (flattening, vectorizing, host/device split,
+    packed API)."""
+    from tvm import s_tir, tirx
+    from tvm.backend.cuda import transforms as cuda_transforms
+
+    config = tvm.transform.PassContext.current().config
+    passes = [
+        tirx.transform.LowerTIRx(),
+        s_tir.transform.UnifyThreadBinding(),
+        tirx.transform.StmtSimplify(),
+        tirx.transform.LowerTIRxOpaque(),
+        tirx.transform.FlattenBuffer(),
+        tirx.transform.BF16ComputeLegalize(),
+        tirx.transform.NarrowDataType(32),
+        tirx.transform.VectorizeLoop(not bool(config.get("tir.disable_vectorize", False))),
+        tirx.transform.UnrollLoop(),
+        tirx.transform.StmtSimplify(),
+    ]
+    if not bool(config.get("tir.disable_cse_tir", False)):
+        passes.append(tirx.transform.CommonSubexprElim())
+    passes += [
+        tirx.transform.FP8ComputeLegalize(),
+        tirx.transform.VerifyMemory(),
+        tirx.transform.AnnotateEntryFunc(),
+        tirx.transform.SplitHostDevice(),
+        cuda_transforms.LowerIket(),
+        tirx.transform.MakePackedAPI(),
+        tirx.transform.FP8StorageLegalize(),
+        tirx.transform.BF16StorageLegalize(),
+    ]
+    return passes
+
+
+def run_passes(mod: tvm.IRModule, passes: list[tvm.transform.Pass]) -> tvm.IRModule:
+    """Run ``passes`` in order, writing the IR after each when a dump folder is configured."""
+    dump = pass_config.dump_dir()
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        _write(dump, 0, "input", mod)
+    for n, p in enumerate(passes, 1):
+        mod = p(mod)
+        if dump:
+            _write(dump, n, p.info.name, mod)
+    return mod
+
+
+def _write(folder: str, n: int, name: str, mod: tvm.IRModule) -> None:
+    safe = name.replace(".", "_").replace("/", "_")
+    with open(os.path.join(folder, f"{n:02d}_{safe}.py"), "w") as f:
+        f.write(mod.script())
+
+
+def _pipeline(**_kw):
+    @tvm.transform.module_pass(opt_level=0, name="tilelang.pipeline")
+    def main(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return run_passes(mod, tile_passes() + stock_passes())
+
+    return main, _cp.finalize_host_passes, _cp.finalize_device_passes
+
+
+_cp.register_tir_pipeline(NAME, _pipeline)

@@ -1,0 +1,74 @@
+"""Targets: what users write (``"auto"``, ``"cuda"``, ``"cuda -arch=sm_90a"``, ``"llvm"``,
+``"cpu"``, a dict, a ``tvm.target.Target``) resolved to a TVM 0.27 ``Target``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm.target import Target
+
+from ..errors import TileLangError
+
+CPU_KINDS = ("llvm", "c")
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # pragma: no cover - torch always importable here
+        return False
+
+
+def visible_cuda_arch() -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}"
+    return arch + "a" if major == 9 else arch
+
+
+def resolve(target: Any = "auto") -> Target:
+    """The TVM target for ``target``; ``"auto"`` is the visible GPU, else the CPU."""
+    if isinstance(target, Target):
+        return target
+    if isinstance(target, dict):
+        return Target(target)
+    if target is None or target == "auto":
+        return resolve("cuda") if cuda_available() else Target({"kind": "llvm"})
+    if not isinstance(target, str):
+        raise TileLangError(f"target must be a string, dict or tvm.target.Target, got {target!r}")
+    words = target.split()
+    kind, opts = words[0], words[1:]
+    if kind in ("cpu", "llvm", "c"):
+        return Target({"kind": "llvm"})
+    if kind == "cuda":
+        cfg: dict[str, Any] = {"kind": "cuda"}
+        for o in opts:
+            key, _, val = o.lstrip("-").partition("=")
+            if key == "arch":
+                cfg["arch"] = val
+            elif key in ("max_num_threads", "thread_warp_size", "max_shared_memory_per_block"):
+                cfg[key] = int(val)
+            else:
+                raise TileLangError(f"unknown option {o!r} in target {target!r}")
+        if "arch" not in cfg:
+            cfg["arch"] = visible_cuda_arch() if cuda_available() else "sm_80"
+        return Target(cfg)
+    raise TileLangError(f"unknown target {target!r}; expected 'auto', 'cuda', 'cuda -arch=sm_XX', "
+                        "'llvm' or 'cpu'")
+
+
+def family(target: Target) -> str:
+    """``"cpu"`` or ``"cuda"``: which set of lowerings a target gets."""
+    name = target.kind.name
+    if name in CPU_KINDS:
+        return "cpu"
+    if name == "cuda":
+        return "cuda"
+    raise TileLangError(f"target kind {name!r} is not supported")
+
+
+def is_cpu(target: Target) -> bool:
+    return family(target) == "cpu"

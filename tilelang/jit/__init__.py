@@ -1,0 +1,97 @@
+"""Just-in-time compilation: ``tilelang.compile`` and ``@tilelang.jit``."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import tvm
+from tvm import tirx
+
+from ..engine.target import resolve
+from ..errors import TileLangError
+from ..transform import pass_config
+from .kernel import JITKernel, build, normalize_out_idx
+
+EXECUTION_BACKENDS = ("auto", "tvm_ffi", "cython", "ctypes", "dlpack", "torch", "nvrtc")
+
+
+def compile(
+    func: tirx.PrimFunc,
+    out_idx: int | Sequence[int] | None = None,
+    target: Any = "auto",
+    execution_backend: str = "auto",
+    target_host: Any = None,
+    verbose: bool = False,
+    pass_configs: dict | None = None,
+    compile_flags: Sequence[str] | None = None,
+) -> JITKernel:
+    """Compile a tile program for ``target`` (``"auto"``: the visible GPU, else the CPU).
+    ``out_idx`` names the parameters the kernel allocates and returns."""
+    if not isinstance(func, tirx.PrimFunc):
+        raise TileLangError(f"tilelang.compile expects a T.prim_func, got {type(func).__name__}")
+    if execution_backend not in EXECUTION_BACKENDS:
+        raise TileLangError(f"unknown execution_backend {execution_backend!r}; expected one of "
+                            f"{EXECUTION_BACKENDS}")
+    tgt = resolve(target)
+    if target_host is not None:
+        tgt = tgt.with_host(resolve(target_host))
+    outs = normalize_out_idx(out_idx, len(func.params))
+    configs = pass_config.normalize(pass_configs)
+    with pass_config.scope(configs), tvm.transform.PassContext(config=pass_config.tvm_config()):
+        rt_mod = build(func, tgt)
+    kernel = JITKernel(func, rt_mod, tgt, outs, configs)
+    if verbose:
+        print(kernel.get_kernel_source())
+    return kernel
+
+
+class _JITFunction:
+    """A function returning a ``T.prim_func``, compiled once per distinct argument tuple."""
+
+    def __init__(self, fn: Callable, options: dict):
+        self.fn = fn
+        self.options = options
+        self._kernels: dict = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
+        key = (args, tuple(sorted(kwargs.items())))
+        try:
+            return self._kernels[key]
+        except KeyError:
+            pass
+        except TypeError:  # unhashable arguments: compile every time
+            return compile(self.fn(*args, **kwargs), **self.options)
+        kernel = compile(self.fn(*args, **kwargs), **self.options)
+        self._kernels[key] = kernel
+        return kernel
+
+    def clear_cache(self) -> None:
+        self._kernels.clear()
+
+
+def jit(
+    func: Callable | None = None,
+    *,
+    out_idx: int | Sequence[int] | None = None,
+    target: Any = "auto",
+    execution_backend: str = "auto",
+    target_host: Any = None,
+    verbose: bool = False,
+    pass_configs: dict | None = None,
+    compile_flags: Sequence[str] | None = None,
+    debug_root_path: str | None = None,
+):
+    """``@tilelang.jit(out_idx=...)`` over a function that builds and returns a
+    ``T.prim_func``: calling it returns the compiled ``JITKernel``, reused for equal
+    arguments."""
+    options = dict(out_idx=out_idx, target=target, execution_backend=execution_backend,
+                   target_host=target_host, verbose=verbose, pass_configs=pass_configs,
+                   compile_flags=compile_flags)
+    if func is not None:
+        return _JITFunction(func, options)
+    return lambda fn: _JITFunction(fn, options)
+
+
+__all__ = ["JITKernel", "compile", "jit"]

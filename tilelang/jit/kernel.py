@@ -1,0 +1,99 @@
+"""``JITKernel``: a compiled tile program that is called with torch tensors."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import tvm
+from tvm import tirx
+from tvm.target import Target
+
+from ..engine.target import is_cpu
+from .params import ArgumentBinder, TensorParam, params_of
+
+
+def normalize_out_idx(out_idx: int | Sequence[int] | None, n: int) -> list[int]:
+    if out_idx is None:
+        return []
+    idx = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    out = []
+    for i in idx:
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"out_idx {i} is out of range for a kernel with {n} parameters")
+        out.append(j)
+    return out
+
+
+class JITKernel:
+    """A compiled kernel: ``kernel(*inputs)`` returns the ``out_idx`` outputs (one tensor, or
+    a tuple of them), allocated on the inputs' device."""
+
+    def __init__(self, func: tirx.PrimFunc, rt_mod: Any, target: Target,
+                 out_idx: list[int], pass_configs: dict | None = None):
+        self.prim_func = func
+        self.rt_mod = rt_mod
+        self.target = target
+        self.out_idx = out_idx
+        self.pass_configs = pass_configs or {}
+        self.name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
+        self.params = params_of(func)
+        self._fn = rt_mod[self.name]
+        device = "cpu" if is_cpu(target) else "cuda"
+        self._binder = ArgumentBinder(self.name, self.params, out_idx, device)
+
+    def __call__(self, *args: Any):
+        full, outs, was_numpy = self._binder.bind(args)
+        self._fn(*full)
+        if was_numpy:
+            outs = [o.numpy() for o in outs]
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # sources -------------------------------------------------------------------------
+    def get_kernel_source(self) -> str:
+        """The device code: CUDA C for GPU targets, LLVM IR for the CPU."""
+        if is_cpu(self.target):
+            return self.rt_mod.mod.inspect_source("ll")
+        return _device_module(self.rt_mod).inspect_source()
+
+    def get_host_source(self) -> str:
+        return self.rt_mod.mod.inspect_source("ll")
+
+    # tools -----------------------------------------------------------------------------
+    def get_profiler(self, tensor_supply_type: Any = None):
+        from ..profiler import Profiler
+        from ..utils.tensor import TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
+    def export_library(self, path: str) -> None:
+        self.rt_mod.export_library(path)
+
+    @property
+    def input_params(self) -> list:
+        return [p for i, p in enumerate(self.params) if i not in self.out_idx]
+
+    @property
+    def output_params(self) -> list[TensorParam]:
+        return [self.params[i] for i in self.out_idx]
+
+    def __repr__(self) -> str:
+        return f"JITKernel({self.name}, target={self.target.kind.name}, params=" \
+               f"{[p.name for p in self.params]}, out_idx={self.out_idx})"
+
+
+def _device_module(rt_mod):
+    for m in rt_mod.mod.imports:
+        return m
+    raise RuntimeError("the compiled module has no device code")
+
+
+def build(func: tirx.PrimFunc, target: Target) -> Any:
+    """Run the tilelang pipeline and TVM's codegen on ``func``."""
+    from ..engine import pipeline
+
+    name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
+    mod = tvm.IRModule({name: func})
+    return tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)

@@ -1,0 +1,154 @@
+"""A compiled kernel's parameters and the checks applied to the arguments of every call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
+
+from ..errors import KernelArgumentError
+from ..utils.dtype import torch_dtype
+
+
+@dataclass
+class TensorParam:
+    """A tensor parameter: ``shape`` holds ints, ``str`` names of size variables, or ``None``
+    for a size given by an expression (checked by the kernel itself)."""
+
+    name: str
+    dtype: str
+    shape: list
+    torch_dtype: Any
+
+
+@dataclass
+class ScalarParam:
+    name: str
+    dtype: str
+
+
+def params_of(func: tirx.PrimFunc) -> list:
+    out = []
+    for p in func.params:
+        if is_buffer_var(p):
+            shape = []
+            for s in p.shape:
+                if isinstance(s, tirx.IntImm):
+                    shape.append(int(s))
+                elif isinstance(s, tirx.Var):
+                    shape.append(s.name)
+                else:
+                    shape.append(None)
+            out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype)))
+        else:
+            out.append(ScalarParam(p.name, str(p.dtype)))
+    return out
+
+
+def fmt(shape: Sequence) -> str:
+    return "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
+
+
+class ArgumentBinder:
+    """Checks the inputs of a call, binds size variables, allocates the outputs."""
+
+    def __init__(self, kernel_name: str, params: list, out_idx: list[int], device_type: str):
+        self.kernel_name = kernel_name
+        self.params = params
+        self.out_idx = out_idx
+        self.inputs = [i for i in range(len(params)) if i not in out_idx]
+        self.device_type = device_type
+        for i in out_idx:
+            p = params[i]
+            if not isinstance(p, TensorParam):
+                raise KernelArgumentError(f"{kernel_name}: out_idx names scalar parameter "
+                                          f"{p.name!r}; only tensors can be outputs")
+            if any(s is None for s in p.shape):
+                raise KernelArgumentError(
+                    f"{kernel_name}: output {p.name!r} has shape {fmt(p.shape)} with a size "
+                    "expression; outputs need sizes that are constants or size variables")
+        known = {s for i in self.inputs if isinstance(params[i], TensorParam)
+                 for s in params[i].shape if isinstance(s, str)}
+        for i in out_idx:
+            for s in params[i].shape:
+                if isinstance(s, str) and s not in known:
+                    raise KernelArgumentError(
+                        f"{kernel_name}: size {s!r} of output {params[i].name!r} appears in no "
+                        "input tensor, so it cannot be bound at call time")
+
+    def bind(self, args: Sequence) -> tuple[list, list, bool]:
+        """All arguments in parameter order, the outputs, and whether inputs were numpy."""
+        if len(args) != len(self.inputs):
+            names = ", ".join(self.params[i].name for i in self.inputs)
+            raise KernelArgumentError(
+                f"{self.kernel_name} takes {len(self.inputs)} arguments ({names}), got {len(args)}")
+        full: list = [None] * len(self.params)
+        sizes: dict[str, int] = {}
+        was_numpy = False
+        device = None
+        for i, a in zip(self.inputs, args):
+            p = self.params[i]
+            if isinstance(p, ScalarParam):
+                full[i] = self._scalar(p, a)
+                continue
+            if isinstance(a, np.ndarray):
+                was_numpy = True
+                a = torch.from_numpy(np.ascontiguousarray(a)) if a.flags.writeable else \
+                    torch.from_numpy(a.copy())
+            self._check_tensor(p, a, sizes)
+            device = device or a.device
+            full[i] = a
+        outs = []
+        for i in self.out_idx:
+            p = self.params[i]
+            shape = [s if isinstance(s, int) else sizes[s] for s in p.shape]
+            dev = device if device is not None else torch.device(self.device_type)
+            t = torch.empty(shape, dtype=p.torch_dtype, device=dev)
+            full[i] = t
+            outs.append(t)
+        return full, outs, was_numpy
+
+    def _scalar(self, p: ScalarParam, a: Any):
+        if isinstance(a, torch.Tensor) and a.numel() == 1:
+            a = a.item()
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
+            raise KernelArgumentError(f"{self.kernel_name}: parameter {p.name!r} expects a "
+                                      f"{p.dtype} scalar, got {type(a).__name__}")
+        if p.dtype.startswith(("int", "uint")) and not isinstance(a, (int, np.integer)):
+            raise KernelArgumentError(f"{self.kernel_name}: parameter {p.name!r} expects an "
+                                      f"integer ({p.dtype}), got {a!r}")
+        return a
+
+    def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> None:
+        name = self.kernel_name
+        if not isinstance(t, torch.Tensor):
+            raise KernelArgumentError(f"{name}: parameter {p.name!r} expects a torch.Tensor of "
+                                      f"{p.dtype} {fmt(p.shape)}, got {type(t).__name__}")
+        if t.dtype != p.torch_dtype:
+            raise KernelArgumentError(f"{name}: parameter {p.name!r} expects dtype {p.dtype}, "
+                                      f"got {str(t.dtype).replace('torch.', '')}")
+        if t.dim() != len(p.shape):
+            raise KernelArgumentError(f"{name}: parameter {p.name!r} expects {len(p.shape)} dims "
+                                      f"{fmt(p.shape)}, got shape {tuple(t.shape)}")
+        for d, (want, got) in enumerate(zip(p.shape, t.shape)):
+            if isinstance(want, int):
+                if want != got:
+                    raise KernelArgumentError(
+                        f"{name}: parameter {p.name!r} expects shape {fmt(p.shape)}, got "
+                        f"{tuple(t.shape)} (dim {d} is {got}, expected {want})")
+            elif isinstance(want, str):
+                bound = sizes.setdefault(want, got)
+                if bound != got:
+                    raise KernelArgumentError(
+                        f"{name}: parameter {p.name!r} has {want} = {got} in dim {d}, but an "
+                        f"earlier argument bound {want} = {bound}")
+        if t.device.type != self.device_type:
+            raise KernelArgumentError(f"{name}: parameter {p.name!r} must be on the "
+                                      f"{self.device_type} device, got a tensor on {t.device}")
+        if not t.is_contiguous():
+            raise KernelArgumentError(f"{name}: parameter {p.name!r} must be contiguous "
+                                      f"(row-major); got strides {t.stride()}; call .contiguous()")

@@ -1,0 +1,31 @@
+"""The tile language: ``import tilelang.language as T``.
+
+Everything in TVMScript's ``tvm.script.tirx`` namespace is here (``T.serial``, ``T.exp2``,
+``T.max``, ``T.if_then_else``, ``T.infinity``, ``T.ceildiv``, dtype constructors ...), plus the
+tile-level surface: ``T.Kernel``, allocations, tile operators and loop kinds.
+"""
+
+# ruff: noqa: F401, F403
+from tvm.script.tirx import *
+from tvm.script.tirx import macro
+
+from ..ops.annotate import annotate_layout, use_swizzle
+from ..ops.atomic import atomic_add, atomic_max, atomic_min
+from ..ops.copy import copy
+from ..ops.cumsum import cumsum
+from ..ops.fill import clear, fill
+from ..ops.gemm import GemmWarpPolicy, gemm
+from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
+from .allocate import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
+from .kernel import (
+    Kernel,
+    get_block_binding,
+    get_block_bindings,
+    get_thread_binding,
+    get_thread_bindings,
+)
+from .loop import Parallel, Persistent, Pipelined
+from .parser import prim_func
+from .print_op import print
+from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
+from .symbolic import dynamic, symbolic

@@ -1,0 +1,104 @@
+"""Loop kinds of the tile language.
+
+``T.Parallel(M, N)`` is element-wise work over a tile: iterations are independent and the
+target maps them onto the block's threads (CPU: runs them in order).  ``T.Pipelined`` is a
+sequential loop whose copies of later iterations may overlap the compute of the current one;
+its schedule arguments are kept as loop annotations for the pipelining pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tvm import tirx
+from tvm.script import tirx as _T
+
+from ..errors import DSLError
+
+# Loop variables of multi-dimensional ``T.Parallel`` loops.  TVMScript builds one ``T.grid``
+# frame for ``for i, j in ...``; ``prim_func`` turns those loops into parallel ones after
+# parsing (see ``mark_parallel_loops``).
+_pending_parallel: dict[int, Any] = {}
+
+PIPELINE_KEYS = {
+    "num_stages": "num_stages",
+    "order": "tl_pipeline_order",
+    "stage": "tl_pipeline_stage",
+    "sync": "tl_pipeline_sync",
+    "group": "tl_pipeline_group",
+}
+
+
+def Parallel(*extents: Any, coalesced_width: int | None = None):
+    """``for i, j in T.Parallel(M, N)``: element-wise loop nest over an ``M x N`` tile."""
+    if not extents:
+        raise DSLError("T.Parallel needs at least one extent")
+    ann = {"tl.coalesced_width": coalesced_width} if coalesced_width else None
+    if len(extents) == 1:
+        return _T.parallel(0, extents[0], annotations=ann)
+    frame = _T.grid(*extents)
+    for v in frame.vars:
+        _pending_parallel[v.__chandle__()] = (v, ann)
+    return frame
+
+
+def Pipelined(
+    start: Any,
+    stop: Any = None,
+    num_stages: int = 0,
+    order: Sequence[int] | None = None,
+    stage: Sequence[int] | None = None,
+    sync: Sequence[Sequence[int]] | None = None,
+    group: Sequence[Sequence[int]] | None = None,
+):
+    """``for k in T.Pipelined(n, num_stages=3)``: a software-pipelined loop over ``[0, n)``
+    (or ``[start, stop)``).  ``order``/``stage``/``group`` give a manual schedule, one entry
+    per statement of the body."""
+    if stop is None:
+        start, stop = 0, start
+    if int(num_stages) < 0:
+        raise DSLError(f"T.Pipelined: num_stages must be >= 0, got {num_stages}")
+    ann: dict[str, Any] = {"num_stages": int(num_stages)}
+    for arg, val in (("order", order), ("stage", stage), ("sync", sync), ("group", group)):
+        if val is not None:
+            ann[PIPELINE_KEYS[arg]] = _to_ints(val)
+    return _T.serial(start, stop, annotations=ann)
+
+
+def _to_ints(v):
+    if isinstance(v, (list, tuple)):
+        return [_to_ints(x) for x in v]
+    return int(v)
+
+
+def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: int = 8):
+    raise DSLError("T.Persistent is not supported yet")
+
+
+def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Give the loops created by multi-dimensional ``T.Parallel`` the parallel kind."""
+    if not _pending_parallel:
+        return func
+    from ..transform.ir import StmtMutator
+
+    pending = dict(_pending_parallel)
+
+    class _Mark(StmtMutator):
+        def visit_For(self, s):
+            body = self(s.body)
+            hit = pending.get(s.loop_var.__chandle__())
+            if hit is None:
+                return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                                s.annotations, s.step)
+            ann = dict(s.annotations)
+            if hit[1]:
+                ann.update(hit[1])
+            return tirx.For(s.loop_var, s.min, s.extent, tirx.ForKind.PARALLEL, body, None,
+                            ann, s.step)
+
+    func = func.with_body(_Mark()(func.body))
+    return func
+
+
+def clear_pending() -> None:
+    _pending_parallel.clear()

@@ -1,0 +1,4 @@
+"""Tile operators: one module each (registration, checks, lowerings)."""
+
+from . import annotate, atomic, copy, cumsum, fill, gemm, reduce  # noqa: F401  (registers the ops)
+from .base import TILE_OPS, LowerContext, TileOp, decode  # noqa: F401

@@ -1,0 +1,62 @@
+"""Scheduling hints that do not change a program's result: layout annotations and block
+rasterization.  Targets that have no use for them (the CPU) drop them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import tirx
+from tvm.script import tirx as _T
+
+from ..errors import TileOpError
+from . import region as R
+from .base import LowerContext, TileOp, register
+
+
+@register
+class AnnotateLayout(TileOp):
+    name = "tl.annotate_layout"
+    printer = "annotate_layout"
+    fields = ("buffer", "layout")
+
+
+@register
+class UseSwizzle(TileOp):
+    name = "tl.use_swizzle"
+    printer = "use_swizzle"
+    fields = ("panel_size", "order", "enable")
+
+
+def annotate_layout(layout_map: dict) -> None:
+    """Fix the layout of buffers: ``{buf: tilelang.layout.Layout | Fragment}``; layout
+    inference then treats it as given."""
+    from ..layout import Layout
+
+    for buf, layout in layout_map.items():
+        if not R.is_buffer(buf):
+            raise TileOpError(f"T.annotate_layout: keys must be buffers, got {buf!r}")
+        if not isinstance(layout, Layout):
+            raise TileOpError(f"T.annotate_layout: layout of {buf.name} must be a "
+                              f"tilelang.layout.Layout, got {layout!r}")
+        if list(map(int, buf.shape)) != layout.shape:
+            raise TileOpError(f"T.annotate_layout: layout shape {layout.shape} does not match "
+                              f"buffer {buf.name} of shape {R.fmt_shape(buf.shape)}")
+        _T.evaluate(AnnotateLayout(buffer=buf, layout=layout.index_map).to_call())
+
+
+def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any:
+    """Rasterize blocks in panels of ``panel_size`` rows (``order="row"``) or columns so that
+    neighbouring blocks share L2 lines; the mapping of blocks to tiles changes, results do
+    not."""
+    if order not in ("row", "col", "column"):
+        raise TileOpError(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}")
+    return UseSwizzle(panel_size=int(panel_size), order="col" if order != "row" else "row",
+                      enable=bool(enable)).to_call()
+
+
+def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
+    return tirx.SeqStmt([])
+
+
+AnnotateLayout.lowering("cpu")(_drop)
+UseSwizzle.lowering("cpu")(_drop)

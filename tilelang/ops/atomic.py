@@ -1,0 +1,93 @@
+"""``T.atomic_add | atomic_max | atomic_min``: read-modify-write that concurrent blocks may
+apply to the same element without losing updates.
+
+``dst`` is an element (``C[i, j]``) with a scalar ``value``, or a region with a region or
+buffer ``value`` of the same shape (element-wise).  The result is converted to ``dst``'s dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import tirx
+
+from ..errors import TileOpError
+from . import loops
+from . import region as R
+from .base import LowerContext, TileOp, register
+
+# Marks lowered atomics so that the CPU launch knows to run the grid's blocks in order.
+ATOMIC_MARK = "tl.atomic_region"
+
+
+@register
+class Atomic(TileOp):
+    name = "tl.atomic"
+    printer = "atomic"
+    fields = ("kind", "dst", "value")
+
+
+def _atomic(kind: str, dst: Any, value: Any):
+    opname = f"T.atomic_{kind}"
+    value = getattr(value, "scalar", value)
+    if R.is_buffer(value) or R.is_region(value):
+        v = R.region_of(value, opname, "value")
+        d = R.region_of(dst, opname, "destination", like_shape=R.squeeze(R.extents(v)))
+        if not R.same_shape(R.squeeze(R.extents(v)), R.squeeze(R.extents(d))):
+            raise TileOpError(
+                f"{opname}: value {R.describe(v)} {R.fmt_shape(R.extents(v))} and destination "
+                f"{R.describe(d)} {R.fmt_shape(R.extents(d))} differ in shape"
+            )
+    else:
+        d = R.region_of(dst, opname, "destination")
+        if R.squeeze(R.extents(d)):
+            raise TileOpError(f"{opname}: a scalar value needs a single-element destination, "
+                              f"got {R.describe(d)}")
+        dtype = R.buffer_of(d).dtype
+        v = tirx.const(value, dtype) if isinstance(value, (int, float)) else loops.cast(value, dtype)
+    return Atomic(kind=kind, dst=d, value=v).to_call()
+
+
+def atomic_add(dst: Any, value: Any):
+    """``dst += value`` atomically (element or region)."""
+    return _atomic("add", dst, value)
+
+
+def atomic_max(dst: Any, value: Any):
+    """``dst = max(dst, value)`` atomically (element or region)."""
+    return _atomic("max", dst, value)
+
+
+def atomic_min(dst: Any, value: Any):
+    """``dst = min(dst, value)`` atomically (element or region)."""
+    return _atomic("min", dst, value)
+
+
+def apply(kind: str, old, new):
+    if kind == "add":
+        return old + new
+    return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
+
+
+@Atomic.lowering("cpu")
+def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
+    """Plain read-modify-write: the CPU backend runs the blocks of a grid that contains atomics
+    one after another (see ``LowerKernelLaunch``), so no update can be lost."""
+    dst = R.buffer_of(op.dst)
+    is_region = R.is_region(op.value)
+
+    def body(iv):
+        di = loops.region_indices(op.dst, iv)
+        if is_region:
+            vb = R.buffer_of(op.value)
+            vi = loops.region_indices(op.value, iv)
+            val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
+            ok = loops.bounds_checks(vb, vi, ctx.analyzer)
+        else:
+            val, ok = op.value, []
+        upd = tirx.BufferStore(dst, apply(op.kind, tirx.BufferLoad(dst, di), val), di)
+        return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer) + ok, upd)
+
+    nest = loops.loop_nest(R.squeeze(R.extents(op.dst)), body, kind=loops.SERIAL, prefix="a",
+                           analyzer=ctx.analyzer)
+    return tirx.AttrStmt(tirx.const(0, "int32"), ATOMIC_MARK, tirx.const(1, "int32"), nest)

@@ -1,0 +1,112 @@
+"""What a tile operator is: a registered TIR op, a decoded argument record, and a table of
+lowerings keyed by target family.
+
+An operator module defines a subclass of :class:`TileOp` with ``name`` (``"tl.copy"``) and
+``fields`` (the argument names, in IR order), decorates it with :func:`register`, and adds a
+lowering per target family with ``@Op.lowering("cpu")``.  ``LowerTileOps`` calls
+:meth:`TileOp.lower`, which picks the lowering for the function's target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar
+
+import tvm
+from tvm import tirx
+from tvm.sym import Analyzer
+from tvm.target import Target
+
+from ..errors import LoweringError
+
+TILE_OPS: dict[str, type["TileOp"]] = {}
+
+
+@dataclass
+class LowerContext:
+    """What a lowering may know about where its op stands."""
+
+    target: Target
+    family: str  # "cpu" or "cuda"
+    num_threads: int = 1  # threads of the enclosing block
+    analyzer: Analyzer = field(default_factory=Analyzer)
+    config: dict = field(default_factory=dict)
+
+
+class TileOp:
+    """Base of the tile operators.  Instances hold the decoded arguments as attributes."""
+
+    name: ClassVar[str]
+    printer: ClassVar[str]  # the name ``func.script()`` shows after ``T.``
+    fields: ClassVar[tuple[str, ...]]
+    _lowerings: ClassVar[dict[str, Callable]]
+
+    def __init__(self, **kw: Any):
+        for f in self.fields:
+            setattr(self, f, kw[f])
+
+    # IR encoding -------------------------------------------------------------------------
+    @classmethod
+    def op(cls) -> tvm.ir.Op:
+        return tvm.ir.Op.get(cls.name)
+
+    def to_call(self) -> tvm.ir.Call:
+        return tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields],
+                           ret_ty="handle")
+
+    @classmethod
+    def from_call(cls, call: tvm.ir.Call) -> "TileOp":
+        return cls(**{f: _decode(a) for f, a in zip(cls.fields, call.args)})
+
+    # lowering ----------------------------------------------------------------------------
+    @classmethod
+    def lowering(cls, family: str) -> Callable:
+        def deco(fn):
+            cls._lowerings[family] = fn
+            return fn
+
+        return deco
+
+    def lower(self, ctx: LowerContext) -> tirx.Stmt:
+        fn = self._lowerings.get(ctx.family)
+        if fn is None:
+            raise LoweringError(f"T.{self.printer} has no lowering for target {ctx.target.kind.name}")
+        return fn(self, ctx)
+
+
+def register(cls: type[TileOp]) -> type[TileOp]:
+    """Register the TIR op of ``cls`` and make it known to the passes."""
+    tvm.ir.register_op_attr(cls.name, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
+    tvm.ir.register_op_attr(cls.name, "TScriptPrinterName", cls.printer)
+    cls._lowerings = {}
+    TILE_OPS[cls.name] = cls
+    return cls
+
+
+def decode(node: Any) -> TileOp | None:
+    """The tile op an ``Evaluate`` or ``Call`` holds, or ``None``."""
+    call = node.value if isinstance(node, tirx.Evaluate) else node
+    if not isinstance(call, tvm.ir.Call) or not isinstance(call.op, tvm.ir.Op):
+        return None
+    cls = TILE_OPS.get(call.op.name)
+    return cls.from_call(call) if cls is not None else None
+
+
+def _encode(v: Any):
+    if isinstance(v, bool):
+        return tirx.IntImm("int32", int(v))
+    if isinstance(v, int):
+        return tirx.IntImm("int32", v)
+    if isinstance(v, str):
+        return tvm.ir.StringImm(v)
+    if isinstance(v, float):
+        return tirx.FloatImm("float32", v)
+    return v
+
+
+def _decode(a: Any):
+    if isinstance(a, tvm.ir.StringImm):
+        return str(a.value)
+    if isinstance(a, tirx.IntImm) and str(a.ty) == "int32":
+        return int(a.value)
+    return a

@@ -1,0 +1,99 @@
+"""Loop-nest and predicate builders used by the element-wise lowerings of tile operators."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from tvm import tirx
+from tvm.ir import Range
+from tvm.sym import Analyzer
+from tvm.tirx.buffer import is_buffer_var
+
+# The loop kind of a ``T.Parallel`` loop: its iterations are independent element-wise work of
+# the block, which a target maps onto threads (CUDA) or runs in order (CPU).
+PARALLEL = tirx.ForKind.PARALLEL
+SERIAL = tirx.ForKind.SERIAL
+
+
+def dtype_of(e) -> str:
+    """The dtype of a scalar expression (a buffer variable's element dtype for buffers)."""
+    if isinstance(e, bool):
+        return "bool"
+    if isinstance(e, int):
+        return "int32"
+    if isinstance(e, float):
+        return "float32"
+    if is_buffer_var(e):
+        return e.dtype
+    return str(e.ty)
+
+
+def index_dtype(*exprs) -> str:
+    for e in exprs:
+        if dtype_of(e) == "int64":
+            return "int64"
+    return "int32"
+
+
+def loop_nest(
+    extents: Sequence,
+    body: Callable[[list[tirx.Var]], tirx.Stmt],
+    kind=PARALLEL,
+    prefix: str = "i",
+    analyzer: Analyzer | None = None,
+) -> tirx.Stmt:
+    """``for v0, v1, ... in <kind>(*extents): body(vars)``; binds the ranges in ``analyzer``."""
+    dt = index_dtype(*extents)
+    vars_ = [tirx.Var(f"{prefix}{k}", dt) for k in range(len(extents))]
+    if analyzer is not None:
+        for v, e in zip(vars_, extents):
+            analyzer.bind(v, Range.from_min_extent(tirx.const(0, dt), e))
+    stmt = body(vars_)
+    for v, e in reversed(list(zip(vars_, extents))):
+        stmt = tirx.For(v, tirx.const(0, dt), e, kind, stmt)
+    return stmt
+
+
+def bounds_checks(buf, indices: Sequence, analyzer: Analyzer) -> list:
+    """The conditions ``0 <= idx < extent`` that ``analyzer`` cannot prove for ``buf``."""
+    conds = []
+    for idx, ext in zip(indices, buf.shape):
+        if not analyzer.can_prove(idx < ext):
+            conds.append(idx < ext)
+        if not analyzer.can_prove(idx >= 0):
+            conds.append(idx >= 0)
+    return conds
+
+
+def all_of(conds: Sequence):
+    out = None
+    for c in conds:
+        out = c if out is None else tirx.And(out, c)
+    return out
+
+
+def guard(conds: Sequence, stmt: tirx.Stmt) -> tirx.Stmt:
+    cond = all_of(conds)
+    return stmt if cond is None else tirx.IfThenElse(cond, stmt, None)
+
+
+def cast(value, dtype: str):
+    return value if dtype_of(value) == dtype else tirx.Cast(dtype, value)
+
+
+def region_indices(region, local: Sequence, squeeze: bool = True) -> list:
+    """Buffer indices of element ``local`` of ``region``: local coordinates run over the
+    region's non-unit dims (all dims when ``squeeze`` is False)."""
+    out, k = [], 0
+    for r in region.region:
+        unit = squeeze and _is_one(r.extent)
+        if unit:
+            out.append(r.min)
+        else:
+            out.append(r.min + local[k])
+            k += 1
+    return out
+
+
+def _is_one(e) -> bool:
+    return isinstance(e, (int, tirx.IntImm)) and int(e) == 1

@@ -1,0 +1,148 @@
+"""``T.reduce_max | min | sum | abssum | absmax``: reduce a tile along one dimension.
+
+``dst`` has ``src``'s shape without dimension ``dim`` (a kept unit dimension is accepted too).
+With ``clear=True`` the result replaces ``dst``; with ``clear=False`` it is folded into
+``dst``'s existing values with the same operation (``max(dst, max(src))``, ``dst + sum(src)``).
+The reduction runs in ``dst``'s dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import tirx
+
+from ..errors import TileOpError
+from . import loops
+from . import region as R
+from .base import LowerContext, TileOp, register
+
+KINDS = ("max", "min", "sum", "abssum", "absmax")
+
+
+@register
+class Reduce(TileOp):
+    name = "tl.reduce"
+    printer = "reduce"
+    fields = ("src", "dst", "kind", "dim", "clear")
+
+
+def identity(kind: str, dtype: str):
+    """The value a reduction starts from."""
+    if kind == "max":
+        return tirx.min_value(dtype) if not dtype.startswith(("float", "bfloat")) \
+            else -tirx.infinity(dtype)
+    if kind == "min":
+        return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) \
+            else tirx.infinity(dtype)
+    return tirx.const(0, dtype)
+
+
+def combine(kind: str, acc, x):
+    if kind in ("abssum", "absmax"):
+        x = tirx.abs(x)
+    if kind in ("max", "absmax"):
+        return tirx.max(acc, x)
+    if kind == "min":
+        return tirx.min(acc, x)
+    return acc + x
+
+
+def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool):
+    opname = f"T.reduce_{kind}"
+    s = R.region_of(src, opname, "source")
+    d = R.region_of(dst, opname, "destination")
+    ss, ds = R.extents(s), R.extents(d)
+    nd = len(ss)
+    if not -nd <= dim < nd:
+        raise TileOpError(
+            f"{opname}: dim={dim} is out of range for source {R.describe(s)} of shape "
+            f"{R.fmt_shape(ss)} ({nd} dims)"
+        )
+    dim = dim % nd
+    kept = [e for k, e in enumerate(ss) if k != dim]
+    with_unit = [e if k != dim else 1 for k, e in enumerate(ss)]
+    if not (R.same_shape(R.squeeze(kept), R.squeeze(ds)) and
+            (R.same_shape(kept, ds) or R.same_shape(with_unit, ds) or
+             R.same_shape(R.squeeze(kept), ds))):
+        raise TileOpError(
+            f"{opname}: reducing source {R.describe(s)} of shape {R.fmt_shape(ss)} over dim "
+            f"{dim} gives shape {R.fmt_shape(kept)}, but destination {R.describe(d)} has shape "
+            f"{R.fmt_shape(ds)}"
+        )
+    return Reduce(src=s, dst=d, kind=kind, dim=dim, clear=bool(clear)).to_call()
+
+
+def reduce_max(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+    """``out = max(buffer, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    return _reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+    """``out = min(buffer, axis=dim)``; ``clear=False`` gives ``min(out, ...)``."""
+    return _reduce("min", buffer, out, dim, clear)
+
+
+def reduce_sum(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+    """``out = sum(buffer, axis=dim)``; ``clear=False`` gives ``out + ...``."""
+    return _reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+    """``out = sum(|buffer|, axis=dim)``; ``clear=False`` gives ``out + ...``."""
+    return _reduce("abssum", buffer, out, dim, clear)
+
+
+def reduce_absmax(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+    """``out = max(|buffer|, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    return _reduce("absmax", buffer, out, dim, clear)
+
+
+def dst_indices(op: Reduce, outer: list) -> list:
+    """Destination indices for the kept (outer) coordinates of the source."""
+    ds = R.extents(op.dst)
+    sq_outer = [v for v, e in zip(outer, _kept(op)) if not _unit(e)]
+    idx, k = [], 0
+    for r, e in zip(op.dst.region, ds):
+        if _unit(e):
+            idx.append(r.min)
+        else:
+            idx.append(r.min + sq_outer[k])
+            k += 1
+    return idx
+
+
+def _kept(op: Reduce) -> list:
+    return [e for k, e in enumerate(R.extents(op.src)) if k != op.dim]
+
+
+def _unit(e) -> bool:
+    return R.as_int(e) == 1
+
+
+def src_indices(op: Reduce, outer: list, r) -> list:
+    full = list(outer[: op.dim]) + [r] + list(outer[op.dim:])
+    return [rg.min + v for rg, v in zip(op.src.region, full)]
+
+
+@Reduce.lowering("cpu")
+def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    dt = dst.dtype
+    n = R.extents(op.src)[op.dim]
+
+    def body(outer):
+        di = dst_indices(op, outer)
+        fold = loops.loop_nest(
+            [n],
+            lambda rv: tirx.BufferStore(
+                dst,
+                combine(op.kind, tirx.BufferLoad(dst, di),
+                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), dt)),
+                di),
+            kind=loops.SERIAL, prefix="r")
+        if op.clear:
+            return tirx.SeqStmt([tirx.BufferStore(dst, identity(op.kind, dt), di), fold])
+        return fold
+
+    return loops.loop_nest(_kept(op), body, kind=loops.SERIAL, prefix="o")

@@ -1,0 +1,126 @@
+"""Regions: the rectangular parts of buffers that tile operators read and write.
+
+A tile operator's buffer argument is stored in the IR as a ``TensorRegion`` (buffer plus one
+``Range`` per dimension).  Users write a buffer (the whole of it), a slice
+(``A[i*64:(i+1)*64, :]``) or an element index (``A[by*64, k*32]``); the element form means the
+region of the other operand's shape that starts there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import tvm
+from tvm import tirx
+from tvm.sym import Analyzer
+from tvm.ir import Range
+from tvm.tirx.buffer import is_buffer_var
+
+from ..errors import TileOpError
+
+_analyzer = Analyzer()
+
+
+def is_buffer(x: Any) -> bool:
+    return is_buffer_var(x)
+
+
+def is_region(x: Any) -> bool:
+    return isinstance(x, tvm.ir.TensorRegion)
+
+
+def is_element(x: Any) -> bool:
+    return isinstance(x, tvm.ir.TensorLoad)
+
+
+def full_region(buf) -> tvm.ir.TensorRegion:
+    return tirx.BufferRegion(buf, [Range.from_min_extent(0, s) for s in buf.shape])
+
+
+def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) -> tvm.ir.TensorRegion:
+    """Convert a user argument into a ``TensorRegion``.
+
+    ``like_shape`` gives the extents used when ``x`` is an element index: they are aligned
+    with the buffer's trailing dimensions, the leading ones get extent 1.
+    """
+    x = getattr(x, "scalar", x)  # T.alloc_var wrapper
+    if is_buffer(x):
+        return full_region(x)
+    if is_region(x):
+        return x
+    if is_element(x):
+        buf = x.source
+        idx = list(x.indices)
+        if like_shape is None:
+            return tirx.BufferRegion(buf, [Range.from_min_extent(i, 1) for i in idx])
+        like = list(like_shape)
+        if len(like) > len(idx):
+            like = squeeze(like)
+        if len(like) > len(idx):
+            raise TileOpError(
+                f"{op}: {role} {x} indexes {len(idx)} dims but the other operand has shape "
+                f"{fmt_shape(like_shape)}"
+            )
+        ext = [1] * (len(idx) - len(like)) + like
+        return tirx.BufferRegion(buf, [Range.from_min_extent(i, e) for i, e in zip(idx, ext)])
+    raise TileOpError(f"{op}: {role} must be a buffer, a slice or an element of a buffer, got {x!r}")
+
+
+def buffer_of(region: tvm.ir.TensorRegion):
+    return region.source
+
+
+def extents(region: tvm.ir.TensorRegion) -> list:
+    return [_analyzer.simplify(r.extent) for r in region.region]
+
+
+def mins(region: tvm.ir.TensorRegion) -> list:
+    return [r.min for r in region.region]
+
+
+def squeeze(shape: Sequence) -> list:
+    """The shape without its unit dimensions."""
+    return [s for s in shape if not (isinstance(s, (int, tirx.IntImm)) and int(s) == 1)]
+
+
+def as_int(x) -> int | None:
+    if isinstance(x, int):
+        return x
+    if isinstance(x, tirx.IntImm):
+        return int(x.value)
+    return None
+
+
+def same_extent(a, b) -> bool:
+    if as_int(a) is not None and as_int(b) is not None:
+        return as_int(a) == as_int(b)
+    return bool(_analyzer.can_prove_equal(a, b))
+
+
+def same_shape(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(same_extent(x, y) for x, y in zip(a, b))
+
+
+def fmt_shape(shape: Sequence) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def describe(region: tvm.ir.TensorRegion) -> str:
+    """``A[0:64, k*32:k*32+32]`` for messages; the whole buffer is just its name."""
+    buf = region.source
+    whole = all(
+        as_int(r.min) == 0 and same_extent(r.extent, s) for r, s in zip(region.region, buf.shape)
+    )
+    if whole:
+        return buf.name
+    parts = []
+    for r in region.region:
+        lo = _analyzer.simplify(r.min)
+        hi = _analyzer.simplify(r.min + r.extent)
+        parts.append(str(lo) if as_int(r.extent) == 1 else f"{lo}:{hi}")
+    return f"{buf.name}[{', '.join(parts)}]"
+
+
+def scope_of(region_or_buffer) -> str:
+    buf = region_or_buffer.source if is_region(region_or_buffer) else region_or_buffer
+    return buf.scope()

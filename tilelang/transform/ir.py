@@ -1,0 +1,139 @@
+"""Small IR helpers shared by the passes: a statement mutator, substitution, buffer remapping.
+
+TVM 0.27 exposes no Python ``StmtMutator``; :class:`StmtMutator` rebuilds the handful of
+statement kinds tile programs contain and leaves expressions to ``tvm_ffi.structural_map``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
+
+
+class StmtMutator:
+    """Post-order rebuild of a statement tree; override ``visit_<Kind>`` to rewrite a node.
+
+    Each ``visit_*`` receives the node whose children were *not yet* visited and returns a
+    statement (or ``None`` to drop it); call ``self.generic(node)`` for the default descent.
+    """
+
+    def __call__(self, stmt: tirx.Stmt) -> tirx.Stmt:
+        out = self.visit(stmt)
+        return out if out is not None else tirx.SeqStmt([])
+
+    def visit(self, stmt):
+        fn = getattr(self, "visit_" + type(stmt).__name__, None)
+        return fn(stmt) if fn is not None else self.generic(stmt)
+
+    def generic(self, s):
+        if isinstance(s, tirx.SeqStmt):
+            seq = []
+            for x in s.seq:
+                y = self.visit(x)
+                if y is None:
+                    continue
+                if isinstance(y, tirx.SeqStmt):
+                    seq.extend(y.seq)
+                else:
+                    seq.append(y)
+            if len(seq) == 1:
+                return seq[0]
+            return tirx.SeqStmt(seq)
+        if isinstance(s, tirx.For):
+            body = self(s.body)
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                            s.annotations, s.step)
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, self(s.body))
+        if isinstance(s, tirx.IfThenElse):
+            els = self.visit(s.else_case) if s.else_case is not None else None
+            return tirx.IfThenElse(s.condition, self(s.then_case), els)
+        if isinstance(s, tirx.While):
+            return tirx.While(s.condition, self(s.body))
+        return s
+
+
+def walk(node: Any, types, fn: Callable[[Any], Any], order: str = "pre") -> None:
+    """Call ``fn`` on every node of ``types`` below ``node``."""
+    tvm_ffi.structural_walk(node, (types, fn), order=order)
+
+
+def find_all(node: Any, types, pred: Callable[[Any], bool] = lambda _: True) -> list:
+    found: list = []
+    walk(node, types, lambda x: found.append(x) if pred(x) else None)
+    return found
+
+
+def _key(obj) -> int:
+    return obj.__chandle__()
+
+
+def substitute(node: Any, vmap: dict) -> Any:
+    """Replace free variables: ``vmap`` maps a ``Var`` to the expression that replaces it."""
+    if not vmap:
+        return node
+    table = {_key(k): v for k, v in vmap.items()}
+
+    def on_var(v):
+        return table.get(_key(v), v)
+
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, on_var))
+
+
+def remap_buffers(node: Any, fn: Callable[[Any], Any | None]) -> Any:
+    """Replace buffer variables: ``fn(buf)`` returns the new buffer or ``None`` to keep it.
+    Each buffer is replaced by the same new buffer at every use and definition."""
+    memo: dict[int, Any] = {}
+
+    def on_var(v):
+        if not is_buffer_var(v):
+            return v
+        k = _key(v)
+        if k not in memo:
+            new = fn(v)
+            memo[k] = v if new is None else new
+        return memo[k]
+
+    return tvm_ffi.structural_map(node, (tvm.ir.Var, on_var))
+
+
+def uses_var(node: Any, var) -> bool:
+    k = _key(var)
+    hit = []
+
+    def on_var(v):
+        if _key(v) == k:
+            hit.append(v)
+            return tvm_ffi.VisitInterrupt(v)
+        return None
+
+    tvm_ffi.structural_walk(node, (tvm.ir.Var, on_var), order="pre")
+    return bool(hit)
+
+
+def seq(stmts: Iterable[tirx.Stmt]) -> tirx.Stmt:
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, tirx.SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return tirx.SeqStmt(flat)
+
+
+def rebuffer(buf, scope: str | None = None, shape=None, name: str | None = None):
+    """A new buffer variable like ``buf`` with another scope or shape."""
+    return tirx.decl_buffer(
+        list(shape if shape is not None else buf.shape),
+        buf.dtype,
+        name or buf.name,
+        scope=scope if scope is not None else buf.scope(),
+    )

@@ -1,0 +1,87 @@
+"""``LowerKernelLaunch``: make the ``T.Kernel`` launch concrete for the target.
+
+CPU: the whole block runs on one CPU thread, so ``threadIdx`` disappears (a program that uses
+a raw thread index is rejected), ``T.Parallel`` loops run in order, shared tiles, fragments and
+locals become arrays local to the block, and the grid becomes one loop over blocks that runs
+in parallel over the CPU's threads (in order when the kernel contains atomics).
+CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device split.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..errors import LoweringError
+from ..ops.atomic import ATOMIC_MARK
+from ..ops.loops import dtype_of
+from .ir import StmtMutator, find_all, rebuffer, remap_buffers, substitute, uses_var
+from .passes import function_pass, target_of
+
+TILE_SCOPES = ("shared", "shared.dyn", "local.fragment", "local", "local.var")
+
+
+class _SerialParallel(StmtMutator):
+    def visit_For(self, s):
+        kind = tirx.ForKind.SERIAL if s.kind == tirx.ForKind.PARALLEL else s.kind
+        return tirx.For(s.loop_var, s.min, s.extent, kind, self(s.body), s.thread_binding,
+                        s.annotations, s.step)
+
+
+class _StripAtomicMarks(StmtMutator):
+    def visit_AttrStmt(self, s):
+        if s.attr_key == ATOMIC_MARK:
+            return self(s.body)
+        return self.generic(s)
+
+
+class _CPULaunch(StmtMutator):
+    def visit_AttrStmt(self, s):
+        if s.attr_key != "thread_extent":
+            return self.generic(s)
+        blocks, threads, body = [], [], s
+        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
+            if body.attr_key == "thread_extent":
+                tag = body.node.thread_tag
+                (blocks if tag.startswith("blockIdx") else threads).append((body.node.var, body.value))
+            body = body.body
+        vmap = {}
+        for var, ext in threads:
+            if isinstance(ext, tirx.IntImm) and int(ext) == 1:
+                vmap[var] = tirx.const(0, dtype_of(var))
+            elif uses_var(body, var):
+                raise LoweringError(
+                    f"the CPU backend runs each block on one thread, but the kernel reads the "
+                    f"thread index {var.name} directly (T.get_thread_binding); write the "
+                    "per-thread work with tile operators or T.Parallel")
+            else:
+                vmap[var] = tirx.const(0, dtype_of(var))
+        body = _SerialParallel()(body)
+        atomic = bool(find_all(body, tirx.AttrStmt, lambda a: a.attr_key == ATOMIC_MARK))
+        body = _StripAtomicMarks()(body)
+        total = tirx.const(1, "int32")
+        for _, ext in blocks:
+            total = total * ext
+        b = tirx.Var("block", dtype_of(blocks[0][1]) if blocks else "int32")
+        stride = None
+        for var, ext in blocks:
+            idx = b if stride is None else tirx.floordiv(b, stride)
+            vmap[var] = tirx.floormod(idx, ext) if len(blocks) > 1 else idx
+            stride = ext if stride is None else stride * ext
+        body = substitute(body, vmap)
+        kind = tirx.ForKind.SERIAL if atomic else tirx.ForKind.PARALLEL
+        return tirx.For(b, tirx.const(0, dtype_of(b)), total, kind, body)
+
+
+def _localize(buf):
+    if buf.scope() in TILE_SCOPES:
+        return rebuffer(buf, scope="global")
+    return None
+
+
+@function_pass("tl.LowerKernelLaunch")
+def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    if not is_cpu(target_of(func)):
+        return func
+    func = func.with_body(_CPULaunch()(func.body))
+    return remap_buffers(func, _localize)

@@ -1,0 +1,53 @@
+"""``LowerTileOps``: replace every tile-operator call by its lowering for the function's target.
+
+Expects: a PrimFunc with a ``target`` attribute whose tile operators are ``Evaluate(tl.*)``.
+Guarantees: no ``tl.*`` tile-operator call remains; the loops that replace them are
+``T.Parallel`` (parallel-kind) or serial loops over the operator's region.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+from tvm.ir import Range
+from tvm.sym import Analyzer
+
+from ..engine.target import family
+from ..ops import LowerContext, decode
+from . import pass_config
+from .ir import StmtMutator
+from .passes import function_pass, target_of
+
+
+class _Lower(StmtMutator):
+    def __init__(self, ctx: LowerContext):
+        self.ctx = ctx
+
+    def visit_For(self, s):
+        self.ctx.analyzer.bind(s.loop_var, Range.from_min_extent(s.min, s.extent))
+        return self.generic(s)
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == "thread_extent":
+            iv = s.node
+            self.ctx.analyzer.bind(iv.var, Range.from_min_extent(0, s.value))
+            if iv.thread_tag.startswith("threadIdx"):
+                old = self.ctx.num_threads
+                self.ctx.num_threads = old * int(s.value) if isinstance(s.value, tirx.IntImm) else old
+                out = self.generic(s)
+                self.ctx.num_threads = old
+                return out
+        return self.generic(s)
+
+    def visit_Evaluate(self, s):
+        op = decode(s)
+        if op is None:
+            return s
+        return op.lower(self.ctx)
+
+
+@function_pass("tl.LowerTileOps")
+def LowerTileOps(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    target = target_of(func)
+    ctx = LowerContext(target=target, family=family(target), analyzer=Analyzer(),
+                       config=pass_config.current())
+    return func.with_body(_Lower(ctx)(func.body))

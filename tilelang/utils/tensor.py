@@ -1,0 +1,68 @@
+"""Test inputs for a kernel's parameters (``tilelang.TensorSupplyType``) and comparisons."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+import torch
+
+from ..utils.dtype import is_float
+
+
+class TensorSupplyType(Enum):
+    Auto = "auto"  # normal(0, 1) for floats, small integers for ints
+    Integer = "integer"
+    Uniform = "uniform"
+    Normal = "normal"
+    Randn = "randn"
+    Zero = "zero"
+    One = "one"
+
+
+def make_tensor(shape, dtype: str, tdtype, device, kind: TensorSupplyType) -> torch.Tensor:
+    """A tensor of ``shape`` for a parameter of ``dtype`` filled as ``kind`` says."""
+    if kind == TensorSupplyType.Zero:
+        return torch.zeros(shape, dtype=tdtype, device=device)
+    if kind == TensorSupplyType.One:
+        return torch.ones(shape, dtype=tdtype, device=device)
+    if not is_float(dtype) or kind == TensorSupplyType.Integer:
+        if dtype == "bool":
+            return torch.randint(0, 2, shape, device=device).to(tdtype)
+        lo, hi = (0, 4) if dtype.startswith("uint") else (-2, 3)
+        return torch.randint(lo, hi, shape, device=device).to(tdtype)
+    if kind == TensorSupplyType.Uniform:
+        return torch.rand(shape, device=device, dtype=torch.float32).to(tdtype)
+    return torch.randn(shape, device=device, dtype=torch.float32).to(tdtype)
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
+            max_mismatched_ratio: float, name: str = "output") -> None:
+    """Raise ``AssertionError`` when more than ``max_mismatched_ratio`` of the elements differ
+    beyond ``atol + rtol * |ref|``."""
+    a = out.detach().to("cpu", torch.float64)
+    b = torch.as_tensor(ref).detach().to("cpu", torch.float64)
+    if a.shape != b.shape:
+        raise AssertionError(f"{name}: shape {tuple(a.shape)} differs from the reference "
+                             f"{tuple(b.shape)}")
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    same_inf = torch.isinf(a) & torch.isinf(b) & (torch.sign(a) == torch.sign(b))
+    bad = ~((a - b).abs() <= atol + rtol * b.abs()) & ~both_nan & ~same_inf
+    n_bad = int(bad.sum())
+    total = max(1, a.numel())
+    if n_bad > max_mismatched_ratio * total:
+        idx = bad.nonzero()[0].tolist() if n_bad else []
+        diff = (a - b).abs()
+        diff[both_nan | same_inf] = 0
+        raise AssertionError(
+            f"{name}: {n_bad} of {total} elements ({100.0 * n_bad / total:.2f}%) differ beyond "
+            f"atol={atol}, rtol={rtol}; max abs diff {float(diff.max()):.4g}; first at index "
+            f"{idx}: got {float(a[tuple(idx)]):.6g}, expected {float(b[tuple(idx)]):.6g}")
+
+
+def as_list(x: Any) -> list:
+    if x is None:
+        return []
+    if isinstance(x, (list, tuple)):
+        return list(x)
+    return [x]
