@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tvm.script import tirx as _T
+from tvm.script.ir_builder import IRBuilder
 
 from ..errors import DSLError
 
@@ -46,9 +47,11 @@ class Kernel:
             f = _T.launch_thread(tag, ext)
             self.block_vars.append(f.__enter__())
             self._frames.append(f)
-        for tag, ext in zip(_THREAD_TAGS, self.threads):
+        for name, tag, ext in zip(("tx", "ty", "tz"), _THREAD_TAGS, self.threads):
             f = _T.launch_thread(tag, ext)
-            self.thread_vars.append(f.__enter__())
+            v = f.__enter__()
+            IRBuilder.name(name, v)
+            self.thread_vars.append(v)
             self._frames.append(f)
         if self.prelude:
             f = _T.attr(0, "tl.prelude", self.prelude)
