@@ -8,6 +8,7 @@ import tvm
 from tvm import tirx
 
 from ..transform import pass_config
+from ..transform.passes import original_errors
 from . import pipeline
 from .target import resolve
 
@@ -27,7 +28,7 @@ def lower(func: tirx.PrimFunc | tvm.IRModule, target: Any = "auto",
         mod = tvm.IRModule({name: func})
     else:
         mod = func
-    with pass_config.scope(pass_configs), \
+    with pass_config.scope(pass_configs), original_errors(), \
             tvm.transform.PassContext(config=pass_config.tvm_config()):
         mod = tirx.transform.BindTarget(tgt)(mod)
         passes = pipeline.tile_passes()

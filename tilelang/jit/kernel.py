@@ -9,6 +9,7 @@ from tvm import tirx
 from tvm.target import Target
 
 from ..engine.target import is_cpu
+from ..transform.passes import original_errors
 from .params import ArgumentBinder, TensorParam, params_of
 
 
@@ -96,4 +97,5 @@ def build(func: tirx.PrimFunc, target: Target) -> Any:
 
     name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
     mod = tvm.IRModule({name: func})
-    return tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
+    with original_errors():
+        return tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)

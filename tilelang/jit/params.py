@@ -45,7 +45,7 @@ def params_of(func: tirx.PrimFunc) -> list:
                     shape.append(None)
             out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype)))
         else:
-            out.append(ScalarParam(p.name, str(p.dtype)))
+            out.append(ScalarParam(p.name, str(p.ty)))
     return out
 
 

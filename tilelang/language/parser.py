@@ -34,7 +34,9 @@ def prim_func(func: Callable | None = None, private: bool = False,
             f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
             f = mark_parallel_loops(f)
         except DiagnosticError as err:
-            raise DSLError(_message(err)) from _root_cause(err)
+            dsl = DSLError(_message(err))
+            dsl.cause = _root_cause(err)  # the op's own exception, for debugging
+            raise dsl from None
         finally:
             clear_pending()
         setattr(f, "__name__", fn.__name__)

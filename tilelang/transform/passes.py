@@ -3,21 +3,34 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import tvm
 from tvm import tirx
 from tvm.target import Target
 
-from ..errors import LoweringError
+from ..errors import LoweringError, TileLangError
+
+
+# A TileLangError raised inside a pass crosses TVM's FFI as a plain RuntimeError; the original
+# is kept here so that the driver can re-raise it with its type (see ``original_error``).
+_last_error: list[BaseException] = []
 
 
 def function_pass(name: str) -> Callable[[Callable], Callable[[], tvm.transform.Pass]]:
     """Decorate ``fn(func) -> func``; the result is a factory of the TVM pass."""
 
     def deco(fn: Callable[[tirx.PrimFunc], tirx.PrimFunc]):
+        def run(f, _mod, _ctx):
+            try:
+                return fn(f)
+            except TileLangError as err:
+                _last_error[:] = [err]
+                raise
+
         def factory() -> tvm.transform.Pass:
-            return tirx.transform.prim_func_pass(lambda f, _m, _c: fn(f), opt_level=0, name=name)
+            return tirx.transform.prim_func_pass(run, opt_level=0, name=name)
 
         factory.__name__ = name.split(".")[-1]
         factory.__doc__ = fn.__doc__
@@ -33,3 +46,19 @@ def target_of(func: tirx.PrimFunc) -> Target:
         raise LoweringError("the function has no target attribute; run tvm.tirx.transform."
                             "BindTarget first (tilelang.lower does)")
     return t
+
+
+@contextlib.contextmanager
+def original_errors():
+    """Re-raise a TileLangError that a pass raised inside TVM with its own type."""
+    _last_error.clear()
+    try:
+        yield
+    except Exception as err:
+        if _last_error and not isinstance(err, TileLangError):
+            orig = _last_error[0]
+            _last_error.clear()
+            raise orig.with_traceback(None) from None
+        raise
+    finally:
+        _last_error.clear()

@@ -1,0 +1,106 @@
+"""Calling a compiled kernel with bad inputs raises KernelArgumentError naming the parameter."""
+
+import numpy as np
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import KernelArgumentError
+
+
+def add_one(M, N, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, 16), threads=32) as bx:
+            a = T.alloc_fragment((16, N), dtype)
+            T.copy(A[bx * 16, 0], a)
+            for i, j in T.Parallel(16, N):
+                a[i, j] = a[i, j] + 1
+            T.copy(a, B[bx * 16, 0])
+
+    return main
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    return tilelang.compile(add_one(32, 8), out_idx=[1], target="cpu")
+
+
+def test_good_call(kernel):
+    a = torch.randn(32, 8)
+    torch.testing.assert_close(kernel(a), a + 1)
+
+
+def test_wrong_dtype(kernel):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects dtype float32, got float16"):
+        kernel(torch.randn(32, 8).half())
+
+
+def test_wrong_shape(kernel):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects shape \(32, 8\), got \(32, 9\)"):
+        kernel(torch.randn(32, 9))
+
+
+def test_wrong_rank(kernel):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects 2 dims"):
+        kernel(torch.randn(32 * 8))
+
+
+def test_non_contiguous(kernel):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' must be contiguous"):
+        kernel(torch.randn(8, 32).T)
+
+
+def test_wrong_argument_count(kernel):
+    with pytest.raises(KernelArgumentError, match=r"main takes 1 arguments \(A\), got 2"):
+        kernel(torch.randn(32, 8), torch.randn(32, 8))
+
+
+def test_not_a_tensor(kernel):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects a torch.Tensor"):
+        kernel([1, 2, 3])
+
+
+def test_wrong_device(kernel):
+    meta = torch.empty(32, 8, device="meta")
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' must be on the cpu device"):
+        kernel(meta)
+
+
+def test_failed_check_leaves_inputs_untouched(kernel):
+    a = torch.randn(32, 8)
+    before = a.clone()
+    with pytest.raises(KernelArgumentError):
+        kernel(a, a)
+    assert torch.equal(a, before)
+
+
+def test_numpy_in_numpy_out(kernel):
+    a = np.random.randn(32, 8).astype(np.float32)
+    out = kernel(a)
+    assert isinstance(out, np.ndarray)
+    np.testing.assert_allclose(out, a + 1, rtol=1e-6)
+
+
+def test_symbolic_size_consistency():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),
+             C: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    C[bx * 32 + i] = A[bx * 32 + i] + B[bx * 32 + i]
+
+    k = tilelang.compile(main, out_idx=[2], target="cpu")
+    with pytest.raises(KernelArgumentError, match=r"parameter 'B' has n = 7 in dim 0, but an earlier argument bound n = 8"):
+        k(torch.randn(8), torch.randn(7))
+    a, b = torch.randn(8), torch.randn(8)
+    torch.testing.assert_close(k(a, b), a + b)
+
+
+def test_out_idx_range():
+    with pytest.raises(IndexError, match="out_idx 5"):
+        tilelang.compile(add_one(32, 8), out_idx=[5], target="cpu")
