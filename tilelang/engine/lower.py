@@ -18,6 +18,8 @@ def lower(func: tirx.PrimFunc | tvm.IRModule, target: Any = "auto",
           stage: str = "all") -> tvm.IRModule:
     """The module after tilelang's passes (``stage="tile"``) or after the whole main pipeline
     including TVM's (``stage="all"``), ready for codegen."""
+    if stage not in ("tile", "all"):
+        raise ValueError(f"stage must be 'tile' or 'all', got {stage!r}")
     tgt = resolve(target)
     if target_host is not None:
         tgt = tgt.with_host(resolve(target_host))

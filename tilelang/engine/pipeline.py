@@ -44,11 +44,11 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
         tirx.transform.NarrowDataType(32),
-        tirx.transform.VectorizeLoop(not bool(config.get("tir.disable_vectorize", False))),
+        tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
     ]
-    if not bool(config.get("tir.disable_cse_tir", False)):
+    if not bool(config.get("tirx.disable_cse_tir", False)):
         passes.append(tirx.transform.CommonSubexprElim())
     passes += [
         tirx.transform.FP8ComputeLegalize(),

@@ -1,50 +1,384 @@
-"""``Fragment``: how the elements of a register tile are spread over a block's threads."""
+"""``Fragment``: how the elements of a register tile are spread over a block's threads.
+
+A fragment layout is a mixed-radix split of every logical dimension into *factors*; each
+factor is either a slice of the thread index or of the register index, with a stride.  Element
+``idx`` lives in thread ``sum(value(f) * f.stride)`` over its thread factors and register
+``sum(value(f) * f.stride)`` over its register factors, where ``value(f)`` is the digit of
+``idx[f.dim]`` that ``f`` stands for.  Thread factors that belong to no dimension are
+*replicas*: every one of those threads holds its own copy of the element.
+
+Both directions are closed-form expressions, which is what lowering needs: ``forward`` maps an
+element to its (thread, register), ``inverse`` maps (thread, register) back to the element a
+thread computes when a ``T.Parallel`` loop is partitioned by the layout.
+"""
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 from tvm import tirx
+from tvm.sym import Analyzer
 
 from .layout import Layout, _as_list
 
+THREAD = "thread"
+REG = "reg"
+
+
+@dataclass(frozen=True)
+class Factor:
+    """One digit of a dimension (or a replica when ``dim`` is -1)."""
+
+    dim: int
+    extent: int
+    kind: str  # THREAD or REG
+    stride: int
+
+    def __repr__(self) -> str:
+        d = "rep" if self.dim < 0 else f"d{self.dim}"
+        return f"{d}:{self.extent}@{'t' if self.kind == THREAD else 'r'}{self.stride}"
+
 
 class Fragment(Layout):
-    """Element ``idx`` of a tile of ``shape`` lives in thread ``forward_thread_fn(*idx)`` (plus
-    ``rep * threads_per_replica`` for replica ``rep`` of ``replicate``), at register
-    ``forward_index_fn(*idx)`` (default: row-major order of the thread's elements)."""
+    """A register tile's layout over ``num_threads`` threads.
 
-    def __init__(self, shape: Sequence[int], forward_thread_fn: Callable,
+    Users may also build one from functions, like the public TileLang API:
+    ``Fragment(shape, forward_thread_fn=lambda i, j: ..., replicate=1, forward_index_fn=...)``.
+    Such a layout is described and checked but cannot drive the CUDA lowering unless it is
+    built from factors (``Fragment.from_factors``).
+    """
+
+    def __init__(self, shape: Sequence[int], forward_thread_fn: Callable | None = None,
                  replicate: int = 1, forward_index_fn: Callable | None = None):
-        if forward_index_fn is None:
-            super().__init__(shape, lambda *i: list(i))
-        else:
-            super().__init__(shape, forward_index_fn)
+        super().__init__(shape, forward_index_fn or (lambda *i: list(i)))
         self.replicate = int(replicate)
-        self.thread_map = tirx.IndexMap.from_func(
-            lambda *i: _as_list(forward_thread_fn(*i)), ndim=len(self.shape), index_dtype="int32")
+        self.dims: list[list[Factor]] | None = None
+        self.replicas: list[Factor] = []
+        self.thread_fn = forward_thread_fn
+
+    # construction ------------------------------------------------------------------------
+    @classmethod
+    def from_factors(cls, shape: Sequence[int], dims: Sequence[Sequence[Factor]],
+                     replicas: Sequence[Factor] = (), name: str = "") -> "Fragment":
+        """``dims[d]`` lists the factors of dimension ``d`` from the most significant digit."""
+        f = cls.__new__(cls)
+        f.shape = [int(s) for s in shape]
+        f.dims = [list(fs) for fs in dims]
+        f.replicas = list(replicas)
+        f.name = name
+        f.thread_fn = None
+        f.index_map = None
+        for d, fs in enumerate(f.dims):
+            ext = 1
+            for x in fs:
+                ext *= x.extent
+            if ext < f.shape[d]:
+                raise ValueError(f"fragment factors of dim {d} cover {ext} < {f.shape[d]}")
+        f.replicate = 1
+        for r in f.replicas:
+            f.replicate *= r.extent
+        return f
+
+    @property
+    def factors(self) -> list[Factor]:
+        return [x for fs in self.dims for x in fs] + self.replicas
+
+    @property
+    def num_threads(self) -> int:
+        n = 1
+        for x in self.factors:
+            if x.kind == THREAD:
+                n *= x.extent
+        return n
+
+    @property
+    def num_regs(self) -> int:
+        n = 1
+        for x in self.factors:
+            if x.kind == REG:
+                n *= x.extent
+        return n
+
+    @property
+    def padded_shape(self) -> list[int]:
+        out = []
+        for fs in self.dims:
+            e = 1
+            for x in fs:
+                e *= x.extent
+            out.append(e)
+        return out
+
+    def is_padded(self) -> bool:
+        return self.padded_shape != self.shape
+
+    # maps ---------------------------------------------------------------------------------
+    def _digits(self, idx):
+        """(factor, digit expr) for the digits of ``idx``."""
+        out = []
+        for d, fs in enumerate(self.dims):
+            inner = 1
+            for x in reversed(fs):
+                out.append((x, tirx.floormod(tirx.floordiv(idx[d], inner), x.extent)
+                            if inner > 1 else tirx.floormod(idx[d], x.extent)))
+                inner *= x.extent
+        return out
+
+    def forward(self, idx: Sequence, replica=None) -> tuple:
+        """(thread, register) of element ``idx`` (replica 0, or the given replica digits)."""
+        thread, reg = tirx.const(0, "int32"), tirx.const(0, "int32")
+        for x, v in self._digits(idx):
+            if x.kind == THREAD:
+                thread = thread + v * x.stride
+            else:
+                reg = reg + v * x.stride
+        a = Analyzer()
+        return a.simplify(thread), a.simplify(reg)
+
+    def forward_reg(self, idx: Sequence):
+        return self.forward(idx)[1]
+
+    def inverse(self, tx, r) -> list:
+        """The element that thread ``tx`` holds in register ``r``."""
+        a = Analyzer()
+        out = []
+        for fs in self.dims:
+            e, inner = tirx.const(0, "int32"), 1
+            for x in reversed(fs):
+                src = tx if x.kind == THREAD else r
+                digit = tirx.floormod(tirx.floordiv(src, x.stride), x.extent)
+                e = e + digit * inner
+                inner *= x.extent
+            out.append(a.simplify(e))
+        return out
+
+    def replica_index(self, tx):
+        """0 for the first copy of each element; used to keep one writer per element."""
+        v = tirx.const(0, "int32")
+        inner = 1
+        for x in self.replicas:
+            v = v + tirx.floormod(tirx.floordiv(tx, x.stride), x.extent) * inner
+            inner *= x.extent
+        return Analyzer().simplify(v)
+
+    # derived layouts ----------------------------------------------------------------------
+    def reduce(self, dim: int, keep_dim: bool = False) -> "Fragment":
+        """The layout of ``reduce(self, dim)``: thread digits of ``dim`` become replicas (the
+        threads that hold parts of a row all get the row's result), register digits vanish."""
+        kept_regs = [x for d, fs in enumerate(self.dims) if d != dim for x in fs if x.kind == REG]
+        kept_regs += [x for x in self.replicas if x.kind == REG]
+        regmap = _compact_regs(kept_regs)
+        dims = []
+        for d, fs in enumerate(self.dims):
+            if d == dim:
+                if keep_dim:
+                    dims.append([Factor(len(dims), 1, REG, 1)])
+                continue
+            dims.append([Factor(len(dims), x.extent, x.kind,
+                                regmap[x] if x.kind == REG else x.stride) for x in fs])
+        reps = self.replicas + [Factor(-1, x.extent, THREAD, x.stride)
+                                for x in self.dims[dim] if x.kind == THREAD]
+        shape = [s for d, s in enumerate(self.shape) if d != dim]
+        if keep_dim:
+            shape.insert(dim, 1)
+            dims.insert(dim, dims.pop())
+            dims = [[Factor(k, x.extent, x.kind, x.stride) for x in fs] for k, fs in enumerate(dims)]
+        return Fragment.from_factors(shape, dims, reps, name=f"reduce({self.name}, dim={dim})")
+
+    def reduced_thread_factors(self, dim: int) -> list[Factor]:
+        return [x for x in self.dims[dim] if x.kind == THREAD]
+
+    def same_as(self, other: "Fragment") -> bool:
+        return (isinstance(other, Fragment) and other.dims is not None and self.dims is not None
+                and self.shape == other.shape and self.dims == other.dims
+                and sorted(map(repr, self.replicas)) == sorted(map(repr, other.replicas)))
+
+    # numeric views (tests, checks, pictures) ---------------------------------------------
+    def thread_table(self) -> np.ndarray:
+        """thread id (replica 0) of every element, as an array of ``shape``."""
+        return self._table(THREAD)
+
+    def reg_table(self) -> np.ndarray:
+        return self._table(REG)
+
+    def _table(self, kind: str) -> np.ndarray:
+        if self.dims is None:
+            return np.vectorize(lambda *i: int(self.thread_fn(*i)))(*np.indices(self.shape))
+        grids = np.indices(self.shape)
+        out = np.zeros(self.shape, dtype=np.int64)
+        for d, fs in enumerate(self.dims):
+            inner = 1
+            for x in reversed(fs):
+                digit = (grids[d] // inner) % x.extent
+                if x.kind == kind:
+                    out += digit * x.stride
+                inner *= x.extent
+        return out
 
     def thread(self, *idx):
-        """The thread that holds element ``idx`` (replica 0)."""
-        return self.thread_map.map_indices(list(idx))[0]
+        if self.dims is None:
+            return self.thread_fn(*idx)
+        return int(self.thread_table()[tuple(idx)])
 
     def threads(self) -> int:
-        """How many threads the fragment spans (one replica)."""
-        import itertools
-
-        seen = set()
-        for idx in itertools.product(*[range(s) for s in self.shape]):
-            seen.add(int(self.thread(*idx)))
-        return len(seen)
+        return len(np.unique(self.thread_table()))
 
     def describe(self) -> str:
-        """A text picture: the thread id of every element, one tile row per line."""
+        """A text picture: ``T<thread>:<register>`` of every element, one tile row a line."""
         if len(self.shape) != 2:
             return repr(self)
+        th, rg = self.thread_table(), (self.reg_table() if self.dims is not None else None)
         rows = []
         for i in range(self.shape[0]):
-            rows.append(" ".join(f"{int(self.thread(i, j)):3d}" for j in range(self.shape[1])))
+            cells = [f"T{th[i, j]}" + (f":{rg[i, j]}" if rg is not None else "")
+                     for j in range(self.shape[1])]
+            rows.append(" ".join(f"{c:>8}" for c in cells))
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        return f"Fragment({self.shape}, thread={self.thread_map}, replicate={self.replicate})"
+        if self.dims is None:
+            return f"Fragment({self.shape}, thread_fn, replicate={self.replicate})"
+        tag = f"{self.name} " if getattr(self, "name", "") else ""
+        return (f"Fragment({tag}{self.shape}: " +
+                " | ".join(" ".join(map(repr, fs)) for fs in self.dims) +
+                (f" | {' '.join(map(repr, self.replicas))}" if self.replicas else "") + ")")
+
+
+def _compact_regs(regs: list[Factor]) -> dict:
+    """New dense strides for the register factors that remain, keeping their order."""
+    out, stride = {}, 1
+    for x in sorted(regs, key=lambda f: f.stride):
+        out[x] = stride
+        stride *= x.extent
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Layout families
+# ---------------------------------------------------------------------------------------
+
+
+def _split(total: int, want: int) -> int:
+    """Largest power of two <= want that divides total (at least 1)."""
+    g = 1
+    while g * 2 <= want and total % (g * 2) == 0:
+        g *= 2
+    return g
+
+
+def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str = "") -> Fragment:
+    """Threads laid along the last dimension (``vec`` consecutive elements each), then the
+    others; what is left over becomes registers, spare threads become replicas."""
+    shape = [int(s) for s in shape]
+    nd = len(shape)
+    dims: list[list[Factor]] = [[] for _ in range(nd)]
+    threads_left, tstride, rstride = num_threads, 1, 1
+    padded = [_pow2_ceil(s) if s not in (0,) else 1 for s in shape]
+    # innermost: vector registers of the last dim
+    v = _split(padded[-1], vec)
+    plan: list[tuple[int, list]] = []
+    per_dim_thread = [1] * nd
+    rem = list(padded)
+    rem[-1] //= v
+    for d in reversed(range(nd)):
+        t = _split(rem[d], threads_left)
+        per_dim_thread[d] = t
+        threads_left //= t
+        rem[d] //= t
+    # register strides: innermost dims fastest; vector innermost of all
+    reg_order = []  # (dim, extent, is_vec)
+    for d in reversed(range(nd)):
+        if d == nd - 1:
+            reg_order.append((d, v, True))
+        reg_order.append((d, rem[d], False))
+    reg_stride = {}
+    s = 1
+    for d, e, is_vec in reg_order:
+        reg_stride[(d, is_vec)] = s
+        s *= e
+    tstride = 1
+    tstrides = {}
+    for d in reversed(range(nd)):
+        tstrides[d] = tstride
+        tstride *= per_dim_thread[d]
+    for d in range(nd):
+        fs = [Factor(d, rem[d], REG, reg_stride[(d, False)]),
+              Factor(d, per_dim_thread[d], THREAD, tstrides[d])]
+        if d == nd - 1:
+            fs.append(Factor(d, v, REG, reg_stride[(d, True)]))
+        dims[d] = [x for x in fs if x.extent > 1] or [Factor(d, 1, REG, 1)]
+    replicas = [Factor(-1, threads_left, THREAD, tstride)] if threads_left > 1 else []
+    return Fragment.from_factors(shape, dims, replicas, name=name or "elementwise")
+
+
+def _pow2_ceil(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def mma_accumulator(m: int, n: int, warps_m: int, warps_n: int, name: str = "mma_c") -> Fragment:
+    """The C fragment of ``mma.sync.m16n8k*`` tiled over a ``warps_m x warps_n`` warp grid.
+
+    Within a warp tile of ``(m/warps_m) x (n/warps_n)``: register ``(mi*NI + ni)*4 + h*2 + c``
+    of lane ``l`` is row ``16*mi + 8*h + l/4``, column ``8*ni + 2*(l%4) + c``.  Warps are
+    numbered ``warp_m * warps_n + warp_n``.
+    """
+    wm, wn = m // warps_m, n // warps_n
+    mi, ni = wm // 16, wn // 8
+    rows = [Factor(0, warps_m, THREAD, 32 * warps_n), Factor(0, mi, REG, 4 * ni),
+            Factor(0, 2, REG, 2), Factor(0, 8, THREAD, 4)]
+    cols = [Factor(1, warps_n, THREAD, 32), Factor(1, ni, REG, 4),
+            Factor(1, 4, THREAD, 1), Factor(1, 2, REG, 1)]
+    return Fragment.from_factors([m, n], [[x for x in rows if x.extent > 1],
+                                          [x for x in cols if x.extent > 1]], name=name)
+
+
+def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
+    """Whether, for every (thread, register) of ``loop``, the element ``index_fn(idx)`` of
+    ``frag`` is held by that thread (numerically, over all threads and registers)."""
+    tx = np.arange(loop.num_threads)[:, None]
+    r = np.arange(loop.num_regs)[None, :]
+    idx = _np_inverse(loop, tx, r)
+    shape = np.broadcast(tx, r).shape
+    idx = [np.broadcast_to(i, shape) for i in idx]
+    valid = np.ones(shape, dtype=bool)
+    for d, s in enumerate(loop.shape):
+        valid &= idx[d] < s
+    tgt = index_fn(idx)
+    if tgt is None:
+        return True
+    tgt = [np.broadcast_to(np.asarray(t), shape) for t in tgt]
+    for d, s in enumerate(frag.shape):
+        valid &= (tgt[d] >= 0) & (tgt[d] < s)
+    owner = np.zeros(shape, dtype=np.int64)
+    for d, fs in enumerate(frag.dims):
+        inner = 1
+        for x in reversed(fs):
+            if x.kind == THREAD:
+                owner += ((tgt[d] // inner) % x.extent) * x.stride
+            inner *= x.extent
+    mine = np.broadcast_to(tx, shape).copy()
+    for x in frag.replicas:
+        mine -= ((mine // x.stride) % x.extent) * x.stride
+    return bool(np.all((owner == mine) | ~valid))
+
+
+def _np_inverse(f: Fragment, tx, r) -> list:
+    out = []
+    for fs in f.dims:
+        e, inner = 0, 1
+        for x in reversed(fs):
+            src = tx if x.kind == THREAD else r
+            e = e + ((src // x.stride) % x.extent) * inner
+            inner *= x.extent
+        out.append(e)
+    return out
+
+
+__all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "check_ownership",
+           "THREAD", "REG", "itertools"]

@@ -22,7 +22,7 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_SAFE_MEMORY_ACCESS = "tl.disable_safe_memory_access"
     TL_ENABLE_DUMP_IR = "tl.enable_dump_ir"
     TL_DUMP_IR_DIR = "tl.dump_ir_dir"
-    TL_DISABLE_VECTORIZE = "tir.disable_vectorize"
+    TL_DISABLE_VECTORIZE = "tirx.disable_vectorize"
     TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
     TL_SM80_PATH = "tl.sm80_path"
 

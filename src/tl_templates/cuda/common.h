@@ -1,0 +1,47 @@
+// Shared basics of tilelang's device code: types, shared-memory addresses, swizzles, sync.
+#pragma once
+
+#ifndef __CUDACC_RTC__
+#include <cstdint>
+#endif
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#define TL_DEVICE __device__ __forceinline__
+
+namespace tl {
+
+// Address of a generic pointer into shared memory, as the 32-bit value PTX instructions take.
+TL_DEVICE uint32_t smem_addr(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// The swizzle of a row-major shared tile with ROW elements of EB bytes per row: the 16-byte
+// chunk c of row r moves to chunk c ^ ((r / (8 / C)) % C) within its group of C = min(8,
+// chunks per row) chunks. ldmatrix and cp.async then touch 8 distinct bank groups per phase.
+// tilelang.layout.swizzle builds the same map for the TIR side; the two must agree.
+template <int ROW, int EB, bool SWIZZLE>
+struct Tile {
+  static constexpr int kChunk = 16 / EB;             // elements per 16-byte chunk
+  static constexpr int kChunks = ROW / kChunk;       // chunks per row
+  static constexpr int kGroup = kChunks >= 8 ? 8 : kChunks;
+  static constexpr int kRowsPerLine = kGroup >= 8 ? 1 : (8 / kGroup);
+  TL_DEVICE static int offset(int row, int col) {
+    if constexpr (!SWIZZLE || kGroup < 2) {
+      return row * ROW + col;
+    } else {
+      int chunk = col / kChunk;
+      int sw = (chunk & ~(kGroup - 1)) | ((chunk ^ (row / kRowsPerLine)) & (kGroup - 1));
+      return row * ROW + sw * kChunk + col % kChunk;
+    }
+  }
+};
+
+TL_DEVICE void sync_threads() { __syncthreads(); }
+
+template <typename T>
+TL_DEVICE T shfl_xor(T x, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, x, lane_mask);
+}
+
+}  // namespace tl

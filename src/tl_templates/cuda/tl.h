@@ -1,0 +1,7 @@
+// Everything a tilelang kernel may call: included at the top of every generated kernel.
+#pragma once
+#include "common.h"
+#include "atomic.h"
+#include "copy_sm80.h"
+#include "gemm_sm80.h"
+#include "reduce.h"
