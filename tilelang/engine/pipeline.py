@@ -1,6 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LowerTileOps -> InjectSoftwarePipeline -> LowerKernelLaunch -> TVM's "tirx" pipeline
+    LayoutInference -> InjectSoftwarePipeline -> LowerTileOps -> LowerParallelLoops ->
+    PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch -> TVM's "tirx" pipeline
 
 ``tvm.compile(mod, target, tir_pipeline="tilelang")`` runs it; ``tilelang.lower`` runs the same
 passes and returns the module.  With ``TILELANG_DUMP_IR=dir`` (or the pass config
@@ -23,8 +24,12 @@ NAME = "tilelang"
 def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
     return [
-        tl_transform.LowerTileOps(),
+        tl_transform.LayoutInference(),
         tl_transform.InjectSoftwarePipeline(),
+        tl_transform.LowerTileOps(),
+        tl_transform.LowerParallelLoops(),
+        tl_transform.PlanSharedMemory(),
+        tl_transform.InjectThreadSync(),
         tl_transform.LowerKernelLaunch(),
     ]
 

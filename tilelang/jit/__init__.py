@@ -39,8 +39,8 @@ def compile(
     outs = normalize_out_idx(out_idx, len(func.params))
     configs = pass_config.normalize(pass_configs)
     with pass_config.scope(configs), tvm.transform.PassContext(config=pass_config.tvm_config()):
-        rt_mod = build(func, tgt)
-    kernel = JITKernel(func, rt_mod, tgt, outs, configs)
+        rt_mod, source = build(func, tgt)
+    kernel = JITKernel(func, rt_mod, tgt, outs, configs, device_source=source)
     if verbose:
         print(kernel.get_kernel_source())
     return kernel

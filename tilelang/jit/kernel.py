@@ -31,9 +31,11 @@ class JITKernel:
     a tuple of them), allocated on the inputs' device."""
 
     def __init__(self, func: tirx.PrimFunc, rt_mod: Any, target: Target,
-                 out_idx: list[int], pass_configs: dict | None = None):
+                 out_idx: list[int], pass_configs: dict | None = None,
+                 device_source: str | None = None):
         self.prim_func = func
         self.rt_mod = rt_mod
+        self.device_source = device_source
         self.target = target
         self.out_idx = out_idx
         self.pass_configs = pass_configs or {}
@@ -57,7 +59,22 @@ class JITKernel:
         """The device code: CUDA C for GPU targets, LLVM IR for the CPU."""
         if is_cpu(self.target):
             return self.rt_mod.mod.inspect_source("ll")
-        return _device_module(self.rt_mod).inspect_source()
+        return self.device_source or _device_module(self.rt_mod).inspect_source()
+
+    def get_ptx(self) -> str:
+        """The PTX of the kernel (compiled here with NVRTC or nvcc; no GPU needed)."""
+        from ..engine.cuda import compile_source
+
+        if is_cpu(self.target):
+            raise TypeError("a CPU kernel has no PTX")
+        return compile_source(self.get_kernel_source(), self.target, "ptx").decode()
+
+    def export_ptx(self, path: str) -> None:
+        with open(path, "w") as f:
+            f.write(self.get_ptx())
+
+    def show_ptx(self) -> None:
+        print(self.get_ptx())
 
     def get_host_source(self) -> str:
         return self.rt_mod.mod.inspect_source("ll")
@@ -91,11 +108,13 @@ def _device_module(rt_mod):
     raise RuntimeError("the compiled module has no device code")
 
 
-def build(func: tirx.PrimFunc, target: Target) -> Any:
-    """Run the tilelang pipeline and TVM's codegen on ``func``."""
-    from ..engine import pipeline
+def build(func: tirx.PrimFunc, target: Target) -> tuple[Any, str | None]:
+    """Run the tilelang pipeline and TVM's codegen on ``func``: the runtime module and, for
+    CUDA, the kernel source that was compiled."""
+    from ..engine import cuda, pipeline
 
     name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
     mod = tvm.IRModule({name: func})
-    with original_errors():
-        return tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
+    with original_errors(), cuda.building(target) as b:
+        rt_mod = tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
+    return rt_mod, (b.sources[-1] if b.sources else None)

@@ -167,26 +167,25 @@ class Fragment(Layout):
     # derived layouts ----------------------------------------------------------------------
     def reduce(self, dim: int, keep_dim: bool = False) -> "Fragment":
         """The layout of ``reduce(self, dim)``: thread digits of ``dim`` become replicas (the
-        threads that hold parts of a row all get the row's result), register digits vanish."""
+        threads that hold parts of a row all get the row's result), register digits vanish and
+        the remaining register strides are compacted.  ``keep_dim`` keeps a unit dim."""
         kept_regs = [x for d, fs in enumerate(self.dims) if d != dim for x in fs if x.kind == REG]
-        kept_regs += [x for x in self.replicas if x.kind == REG]
         regmap = _compact_regs(kept_regs)
+        kept = [(d, fs) for d, fs in enumerate(self.dims) if d != dim]
+        shape = [self.shape[d] for d, _ in kept]
+        if keep_dim:
+            kept.insert(dim, (dim, None))
+            shape.insert(dim, 1)
         dims = []
-        for d, fs in enumerate(self.dims):
-            if d == dim:
-                if keep_dim:
-                    dims.append([Factor(len(dims), 1, REG, 1)])
+        for k, (d, fs) in enumerate(kept):
+            if fs is None:
+                dims.append([Factor(k, 1, REG, 0)])
                 continue
-            dims.append([Factor(len(dims), x.extent, x.kind,
-                                regmap[x] if x.kind == REG else x.stride) for x in fs])
+            dims.append([Factor(k, x.extent, x.kind, regmap[x] if x.kind == REG else x.stride)
+                         for x in fs])
         reps = self.replicas + [Factor(-1, x.extent, THREAD, x.stride)
                                 for x in self.dims[dim] if x.kind == THREAD]
-        shape = [s for d, s in enumerate(self.shape) if d != dim]
-        if keep_dim:
-            shape.insert(dim, 1)
-            dims.insert(dim, dims.pop())
-            dims = [[Factor(k, x.extent, x.kind, x.stride) for x in fs] for k, fs in enumerate(dims)]
-        return Fragment.from_factors(shape, dims, reps, name=f"reduce({self.name}, dim={dim})")
+        return Fragment.from_factors(shape, dims, reps, name=f"reduce({self.name}, {dim})")
 
     def reduced_thread_factors(self, dim: int) -> list[Factor]:
         return [x for x in self.dims[dim] if x.kind == THREAD]

@@ -10,6 +10,8 @@ from tvm import tirx
 class Layout:
     """``Layout(shape, fn)``: element ``idx`` of a tile of ``shape`` is stored at ``fn(*idx)``."""
 
+    swizzled = False
+
     def __init__(self, shape: Sequence[int], forward_fn: Callable):
         self.shape = [int(s) for s in shape]
         self.index_map = tirx.IndexMap.from_func(

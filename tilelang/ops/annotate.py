@@ -31,6 +31,7 @@ def annotate_layout(layout_map: dict) -> None:
     """Fix the layout of buffers: ``{buf: tilelang.layout.Layout | Fragment}``; layout
     inference then treats it as given."""
     from ..layout import Layout
+    from ..layout.codec import encode
 
     for buf, layout in layout_map.items():
         if not R.is_buffer(buf):
@@ -38,10 +39,10 @@ def annotate_layout(layout_map: dict) -> None:
         if not isinstance(layout, Layout):
             raise TileOpError(f"T.annotate_layout: layout of {buf.name} must be a "
                               f"tilelang.layout.Layout, got {layout!r}")
-        if list(map(int, buf.shape)) != layout.shape:
+        if list(map(int, buf.shape)) != list(layout.shape):
             raise TileOpError(f"T.annotate_layout: layout shape {layout.shape} does not match "
                               f"buffer {buf.name} of shape {R.fmt_shape(buf.shape)}")
-        _T.evaluate(AnnotateLayout(buffer=buf, layout=layout.index_map).to_call())
+        _T.evaluate(AnnotateLayout(buffer=buf, layout=encode(layout)).to_call())
 
 
 def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any:
@@ -58,5 +59,6 @@ def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
     return tirx.Evaluate(tirx.const(0, "int32"))
 
 
-AnnotateLayout.lowering("cpu")(_drop)
-UseSwizzle.lowering("cpu")(_drop)
+for _op in (AnnotateLayout, UseSwizzle):
+    _op.lowering("cpu")(_drop)
+    _op.lowering("cuda")(_drop)

@@ -69,6 +69,50 @@ def apply(kind: str, old, new):
     return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
 
 
+_CUDA = {"add": "tl::atomic_add", "max": "tl::atomic_max", "min": "tl::atomic_min"}
+
+
+@Atomic.lowering("cuda")
+def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
+    """An element update is made by one thread (the owner of a fragment value, else thread 0);
+    a region update by the owner of each element."""
+    from ..layout.fragment import elementwise
+
+    dst = R.buffer_of(op.dst)
+    fn = _CUDA[op.kind]
+    if not R.is_region(op.value):
+        di = [r.min for r in op.dst.region]
+        call = tirx.Evaluate(tirx.call_extern(dst.dtype, fn,
+                                              tirx.address_of(tirx.BufferLoad(dst, di)), op.value))
+        owner = tirx.const(0, "int32")
+        loads = []
+        import tvm_ffi
+        import tvm
+
+        tvm_ffi.structural_walk(op.value, (tvm.ir.TensorLoad, loads.append))
+        for x in loads:
+            if x.source.scope() == "local.fragment":
+                owner = ctx.layout(x.source).forward(list(x.indices))[0]
+                break
+        return tirx.IfThenElse(ctx.thread_var == owner, call, None)
+    vb = R.buffer_of(op.value)
+    shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+
+    def body(iv):
+        di = loops.region_indices(op.dst, iv)
+        vi = loops.region_indices(op.value, iv)
+        val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
+        call = tirx.Evaluate(tirx.call_extern(dst.dtype, fn,
+                                              tirx.address_of(tirx.BufferLoad(dst, di)), val))
+        return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer), call)
+
+    nest = loops.loop_nest(shape, body, kind=loops.PARALLEL, prefix="a", analyzer=ctx.analyzer)
+    if vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape) and \
+            len(R.squeeze(vb.shape)) == len(vb.shape):
+        return loops.with_layout(nest, ctx.layout(vb))
+    return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
+
+
 @Atomic.lowering("cpu")
 def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     """Plain read-modify-write: the CPU backend runs the blocks of a grid that contains atomics

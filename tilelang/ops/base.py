@@ -31,6 +31,13 @@ class LowerContext:
     num_threads: int = 1  # threads of the enclosing block
     analyzer: Analyzer = field(default_factory=Analyzer)
     config: dict = field(default_factory=dict)
+    thread_var: Any = None  # threadIdx.x of the enclosing kernel
+    layouts: dict = field(default_factory=dict)  # fragment buffer handle -> Fragment
+    swizzled: set = field(default_factory=set)  # shared buffer handles laid out swizzled
+    async_copy: bool = False  # inside a pipelined loop's producer statement
+
+    def layout(self, buf):
+        return self.layouts.get(buf.__chandle__())
 
 
 class TileOp:

@@ -86,3 +86,63 @@ def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL) -> tirx.S
 
 
 Copy.lowering("cpu")(elementwise_copy)
+
+FRAGMENT, LOCAL = "local.fragment", ("local", "local.var")
+
+
+@Copy.lowering("cuda")
+def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
+    """Fragments move by their own layout; local arrays copy per thread; global/shared tiles
+    move in coalesced 16-byte vectors (``cp.async`` when a pipelined loop issues the copy)."""
+    s_scope, d_scope = R.scope_of(op.src), R.scope_of(op.dst)
+    if s_scope in LOCAL or d_scope in LOCAL:
+        return elementwise_copy(op, ctx, kind=loops.SERIAL)
+    frag = op.src if s_scope == FRAGMENT else op.dst if d_scope == FRAGMENT else None
+    if frag is not None:
+        buf = R.buffer_of(frag)
+        if not R.same_shape(R.extents(frag), buf.shape):
+            raise TileOpError(f"T.copy: on CUDA a fragment ({buf.name}) is copied whole, not as "
+                              f"the slice {R.describe(frag)}")
+        other = op.dst if frag is op.src else op.src
+        lay = ctx.layout(buf)
+        if not R.same_shape(R.squeeze(R.extents(other)), R.squeeze(buf.shape)) or \
+                len(R.squeeze(buf.shape)) != len(buf.shape):
+            return loops.with_layout(elementwise_copy(op, ctx), lay)
+        vec = loops.vector_width([op.src, op.dst], ctx.analyzer, max_bytes=16)
+        return loops.with_layout(elementwise_copy(op, ctx), lay, vec)
+    vec = loops.vector_width([op.src, op.dst], ctx.analyzer)
+    shape = [R.as_int(e) for e in op.shape()]
+    if any(e is None for e in shape):
+        raise TileOpError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
+    if ctx.async_copy and s_scope == "global" and d_scope.startswith("shared"):
+        nbytes = vec * loops.elem_bytes(R.buffer_of(op.dst).dtype)
+        if nbytes in (4, 8, 16):
+            return _cp_async(op, ctx, shape, vec, nbytes)
+    from ..layout.fragment import elementwise
+
+    return loops.with_layout(elementwise_copy(op, ctx), elementwise(shape, ctx.num_threads, vec),
+                             vec)
+
+
+def _cp_async(op: Copy, ctx: LowerContext, shape, vec: int, nbytes: int) -> tirx.Stmt:
+    """One ``cp.async`` of ``vec`` elements per (thread, register); rows or vectors outside
+    the source read as zeros."""
+    from ..layout.fragment import elementwise
+
+    src_buf, dst_buf = R.buffer_of(op.src), R.buffer_of(op.dst)
+    chunks = shape[:-1] + [shape[-1] // vec]
+
+    def body(iv):
+        lv = iv[:-1] + [iv[-1] * vec]
+        si = loops.region_indices(op.src, lv)
+        di = loops.region_indices(op.dst, lv)
+        ok = loops.all_of(loops.bounds_checks(src_buf, si, ctx.analyzer))
+        call = tirx.call_extern(
+            "int32", f"tl::cp_async<{nbytes}>",
+            tirx.address_of(tirx.BufferLoad(dst_buf, di)),
+            tirx.address_of(tirx.BufferLoad(src_buf, si)),
+            ok if ok is not None else tirx.const(True, "bool"))
+        return tirx.Evaluate(call)
+
+    nest = loops.loop_nest(chunks, body, kind=loops.PARALLEL, prefix="c", analyzer=ctx.analyzer)
+    return loops.with_layout(nest, elementwise(chunks, ctx.num_threads, 1))

@@ -41,8 +41,26 @@ def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False):
     return Cumsum(src=s, dst=d, dim=dim % len(ss), reverse=bool(reverse)).to_call()
 
 
+@Cumsum.lowering("cuda")
+def _cumsum_cuda(op: Cumsum, ctx: LowerContext) -> tirx.Stmt:
+    """One thread scans each line of a shared tile; the lines are spread over the threads."""
+    from ..errors import LoweringError
+    from ..layout.fragment import elementwise
+
+    for reg in (op.src, op.dst):
+        if R.scope_of(reg) not in ("shared", "shared.dyn"):
+            raise LoweringError(f"T.cumsum on CUDA scans shared tiles; {R.describe(reg)} is "
+                                f"{R.scope_of(reg)!r}")
+    outer = [R.as_int(e) for k, e in enumerate(R.extents(op.src)) if k != op.dim]
+    if not outer:
+        nest = _cumsum_cpu(op, ctx)
+        return tirx.IfThenElse(ctx.thread_var == 0, nest, None)
+    return loops.with_layout(_cumsum_cpu(op, ctx, kind=loops.PARALLEL),
+                             elementwise(outer, ctx.num_threads))
+
+
 @Cumsum.lowering("cpu")
-def _cumsum_cpu(op: Cumsum, ctx: LowerContext) -> tirx.Stmt:
+def _cumsum_cpu(op: Cumsum, ctx: LowerContext, kind=loops.SERIAL) -> tirx.Stmt:
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
     ext = R.extents(op.src)
     n = ext[op.dim]
@@ -64,4 +82,4 @@ def _cumsum_cpu(op: Cumsum, ctx: LowerContext) -> tirx.Stmt:
 
         return loops.loop_nest([n], step, kind=loops.SERIAL, prefix="k")
 
-    return loops.loop_nest(outer, body, kind=loops.SERIAL, prefix="o")
+    return loops.loop_nest(outer, body, kind=kind, prefix="o")

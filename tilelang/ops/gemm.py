@@ -12,7 +12,7 @@ from typing import Any
 
 from tvm import tirx
 
-from ..errors import TileOpError
+from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -137,3 +137,66 @@ def _gemm_cpu(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
             kind=loops.SERIAL, prefix="z")
         body = tirx.SeqStmt([zero, body])
     return body
+
+
+_CTYPE = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "int8": "int8_t",
+          "int32": "int"}
+_SUPPORTED = {("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"),
+              ("int8", "int32")}
+
+
+def _tile_ptr(region):
+    """Address of the first element of a whole tile (or of one stage of a stacked tile)."""
+    buf = R.buffer_of(region)
+    ext = R.extents(region)
+    lead, tail = ext[:-2], ext[-2:]
+    if any(R.as_int(e) != 1 for e in lead) or not R.same_shape(tail, buf.shape[-2:]) or \
+            any(R.as_int(r.min) != 0 for r in region.region[-2:]):
+        raise LoweringError(f"T.gemm on CUDA needs whole tiles, got the slice {R.describe(region)}")
+    return tirx.address_of(tirx.BufferLoad(buf, [r.min for r in region.region]))
+
+
+@Gemm.lowering("cuda")
+def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
+    """``tl::gemm_ss`` (A, B in shared memory) or ``tl::gemm_rs`` (A in registers): ldmatrix +
+    mma.sync over the warp grid that ``LayoutInference`` chose for C."""
+    from ..transform.layout_inference import warp_grid
+
+    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    m, n, k = (R.as_int(x) for x in op.mnk())
+    if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
+        raise LoweringError(
+            f"T.gemm on CUDA supports f16/bf16/tf32 -> f32 and int8 -> int32, got "
+            f"A {A.dtype}, B {B.dtype}, C {C.dtype}")
+    if R.scope_of(op.B) not in ("shared", "shared.dyn"):
+        raise LoweringError(f"T.gemm on CUDA needs B ({B.name}) in shared memory")
+    if C.scope() != "local.fragment":
+        raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
+    wm, wn = warp_grid(op.policy, m, n, max(1, ctx.num_threads // 32))
+    step = 32 // loops.elem_bytes(A.dtype)
+    if k % step:
+        raise LoweringError(f"T.gemm: K = {k} must be a multiple of {step} for {A.dtype} on CUDA")
+    c_ptr = tirx.address_of(tirx.BufferLoad(C, [0] * len(C.shape)))
+    b_row = int(B.shape[-1])
+    b_swz = "true" if B.__chandle__() in ctx.swizzled else "false"
+    tb = "true" if op.transpose_B else "false"
+    if A.scope() == "local.fragment":
+        if op.transpose_A:
+            raise LoweringError("T.gemm: a register A operand cannot be transposed")
+        fn = (f"tl::gemm_rs<{m}, {n}, {k}, {wm}, {wn}, {tb}, {b_row}, {b_swz}, "
+              f"{_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}>")
+        a_ptr = tirx.address_of(tirx.BufferLoad(A, [0] * len(A.shape)))
+    else:
+        a_row = int(A.shape[-1])
+        a_swz = "true" if A.__chandle__() in ctx.swizzled else "false"
+        ta = "true" if op.transpose_A else "false"
+        fn = (f"tl::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {ta}, {tb}, {a_row}, {b_row}, {a_swz}, "
+              f"{b_swz}, {_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}>")
+        a_ptr = _tile_ptr(op.A)
+    call = tirx.Evaluate(tirx.call_extern("int32", fn, a_ptr, _tile_ptr(op.B), c_ptr))
+    if not op.clear_accum:
+        return call
+    from .fill import Fill
+
+    zero = Fill(dst=op.C, value=tirx.const(0, C.dtype)).lower(ctx)
+    return tirx.SeqStmt([zero, call])

@@ -97,3 +97,46 @@ def region_indices(region, local: Sequence, squeeze: bool = True) -> list:
 
 def _is_one(e) -> bool:
     return isinstance(e, (int, tirx.IntImm)) and int(e) == 1
+
+
+def with_layout(nest: tirx.Stmt, layout, vec: int = 1) -> tirx.Stmt:
+    """Attach the thread layout (and allowed vector width) that ``LowerParallelLoops`` will
+    partition this ``T.Parallel`` nest by."""
+    from ..layout import codec
+
+    if not isinstance(nest, tirx.For):
+        return nest
+    ann = dict(nest.annotations)
+    ann["tl.loop_layout"] = codec.encode(layout)
+    if vec > 1:
+        ann["tl.vectorize"] = vec
+    return tirx.For(nest.loop_var, nest.min, nest.extent, nest.kind, nest.body,
+                    nest.thread_binding, ann, nest.step)
+
+
+def elem_bytes(dtype: str) -> int:
+    import tvm
+
+    return max(1, tvm.DataType(dtype).bits // 8)
+
+
+def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
+    """Widest vector (in elements) that every region can move along its last dim: the last
+    buffer dim is the region's last non-unit dim, and extents, region starts and the buffer's
+    row length are all multiples of it."""
+    from . import region as R
+
+    dt = R.buffer_of(regions[0]).dtype
+    v = max(1, max_bytes // elem_bytes(dt))
+    for reg in regions:
+        buf = R.buffer_of(reg)
+        if elem_bytes(buf.dtype) != elem_bytes(dt):
+            return 1
+        ext = R.extents(reg)
+        if not ext or _is_one(ext[-1]):
+            return 1
+        while v > 1 and not (analyzer.can_prove(tirx.floormod(ext[-1], v) == 0) and
+                             analyzer.can_prove(tirx.floormod(reg.region[-1].min, v) == 0) and
+                             analyzer.can_prove(tirx.floormod(buf.shape[-1], v) == 0)):
+            v //= 2
+    return v

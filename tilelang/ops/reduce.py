@@ -12,7 +12,7 @@ from typing import Any
 
 from tvm import tirx
 
-from ..errors import TileOpError
+from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -146,3 +146,101 @@ def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
         return fold
 
     return loops.loop_nest(_kept(op), body, kind=loops.SERIAL, prefix="o")
+
+
+_OP = {"max": "tl::MaxOp", "min": "tl::MinOp", "sum": "tl::SumOp", "abssum": "tl::SumOp",
+       "absmax": "tl::MaxOp"}
+_FOLD = {"max": "max", "min": "min", "sum": "sum", "abssum": "sum", "absmax": "max"}
+_CTYPES = {"float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16", "int32": "int",
+           "float64": "double"}
+
+
+@Reduce.lowering("cuda")
+def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
+    """Each thread folds its own elements into a register copy of the result row, the threads
+    holding parts of a row combine with ``tl::all_reduce`` (warp shuffles, shared scratch
+    across warps), and the result replaces or folds into ``dst``."""
+    from ..layout import codec
+
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    if src.scope() != "local.fragment" or dst.scope() != "local.fragment":
+        raise LoweringError(f"T.reduce_{op.kind} on CUDA reduces a fragment into a fragment; got "
+                            f"{src.name} ({src.scope()}) -> {dst.name} ({dst.scope()})")
+    if not (R.same_shape(R.extents(op.src), src.shape) and R.same_shape(R.extents(op.dst), dst.shape)):
+        raise LoweringError(f"T.reduce_{op.kind} on CUDA works on whole fragments")
+    ls, ld = ctx.layout(src), ctx.layout(dst)
+    keep = len(dst.shape) == len(src.shape)
+    want = ls.reduce(op.dim, keep_dim=keep)
+    if not ld.same_as(want):
+        raise LoweringError(
+            f"T.reduce_{op.kind}: destination {dst.name} has layout {ld}, but reducing "
+            f"{src.name} (layout {ls}) over dim {op.dim} gives {want}")
+    dt = dst.dtype
+    tmp = tirx.decl_buffer(list(dst.shape), dt, f"{dst.name}_part", scope="local.fragment")
+    dshape = [R.as_int(s) for s in dst.shape]
+    sshape = [R.as_int(s) for s in src.shape]
+    stmts = [tirx.AllocBuffer(tmp, annotations={"tl.layout": codec.encode(ld)})]
+    ctx.layouts[tmp.__chandle__()] = ld
+
+    def drop(iv):
+        out = [v for k, v in enumerate(iv) if k != op.dim]
+        if keep:
+            out.insert(op.dim, tirx.const(0, "int32"))
+        return out
+
+    init = loops.loop_nest(dshape, lambda iv: tirx.BufferStore(tmp, identity(op.kind, dt), list(iv)))
+    stmts.append(loops.with_layout(init, ld))
+    fold = loops.loop_nest(sshape, lambda iv: tirx.BufferStore(
+        tmp, combine(op.kind, tirx.BufferLoad(tmp, drop(iv)),
+                     loops.cast(tirx.BufferLoad(src, list(iv)), dt)), drop(iv)))
+    stmts.append(loops.with_layout(fold, ls))
+    factors = _split_at_warp([x for x in ls.reduced_thread_factors(op.dim) if x.extent > 1])
+    scratch = None
+    if any(x.stride >= 32 for x in factors):
+        scratch = tirx.decl_buffer([ctx.num_threads], dt, f"{dst.name}_red", scope="shared.dyn")
+        stmts.insert(0, tirx.AllocBuffer(scratch))
+
+    def allreduce(iv):
+        v = tirx.BufferLoad(tmp, list(iv))
+        for x in factors:
+            args = [v]
+            if x.stride >= 32:
+                args.append(tirx.address_of(tirx.BufferLoad(scratch, [0])))
+            v = tirx.call_extern(dt, f"tl::all_reduce<{_OP[op.kind]}, {x.extent}, {x.stride}, "
+                                     f"{ctx.num_threads}>", *args)
+        return tirx.BufferStore(tmp, v, list(iv))
+
+    if factors:
+        stmts.append(loops.with_layout(loops.loop_nest(dshape, allreduce), ld))
+
+    def finish(iv):
+        new = tirx.BufferLoad(tmp, list(iv))
+        if not op.clear:
+            new = _fold_values(_FOLD[op.kind], tirx.BufferLoad(dst, list(iv)), new)
+        return tirx.BufferStore(dst, new, list(iv))
+
+    stmts.append(loops.with_layout(loops.loop_nest(dshape, finish), ld))
+    return tirx.SeqStmt(stmts)
+
+
+def _split_at_warp(factors: list) -> list:
+    """Thread digits as (extent, stride) pairs that lie wholly inside or above a warp."""
+    from ..layout.fragment import THREAD, Factor
+
+    out = []
+    for x in factors:
+        if x.stride < 32 < x.stride * x.extent:
+            inside = 32 // x.stride
+            out.append(Factor(x.dim, inside, THREAD, x.stride))
+            out.append(Factor(x.dim, x.extent // inside, THREAD, 32))
+        else:
+            out.append(x)
+    return out
+
+
+def _fold_values(kind: str, a, b):
+    if kind == "max":
+        return tirx.max(a, b)
+    if kind == "min":
+        return tirx.min(a, b)
+    return a + b

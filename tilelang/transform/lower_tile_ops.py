@@ -12,10 +12,15 @@ from tvm.ir import Range
 from tvm.sym import Analyzer
 
 from ..engine.target import family
+from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
 from .ir import StmtMutator
 from .passes import function_pass, target_of
+
+
+# Marks a copy that a pipelined loop issues ahead (cp.async where the copy allows it).
+ASYNC_COPY = "tl.async_copy"
 
 
 class _Lower(StmtMutator):
@@ -26,10 +31,24 @@ class _Lower(StmtMutator):
         self.ctx.analyzer.bind(s.loop_var, Range.from_min_extent(s.min, s.extent))
         return self.generic(s)
 
+    def visit_AllocBuffer(self, s):
+        if "tl.layout" in s.annotations:
+            self.ctx.layouts[s.buffer.__chandle__()] = codec.decode(s.annotations["tl.layout"])
+        if "tl.swizzle" in s.annotations:
+            self.ctx.swizzled.add(s.buffer.__chandle__())
+        return s
+
     def visit_AttrStmt(self, s):
+        if s.attr_key == ASYNC_COPY:
+            old, self.ctx.async_copy = self.ctx.async_copy, True
+            out = self(s.body)
+            self.ctx.async_copy = old
+            return out
         if s.attr_key == "thread_extent":
             iv = s.node
             self.ctx.analyzer.bind(iv.var, Range.from_min_extent(0, s.value))
+            if iv.thread_tag == "threadIdx.x":
+                self.ctx.thread_var = iv.var
             if iv.thread_tag.startswith("threadIdx"):
                 old = self.ctx.num_threads
                 self.ctx.num_threads = old * int(s.value) if isinstance(s.value, tirx.IntImm) else old
@@ -37,6 +56,15 @@ class _Lower(StmtMutator):
                 self.ctx.num_threads = old
                 return out
         return self.generic(s)
+
+    def visit_IfThenElse(self, s):
+        with self.ctx.analyzer.constraint_scope(s.condition):
+            then = self(s.then_case)
+        els = None
+        if s.else_case is not None:
+            with self.ctx.analyzer.constraint_scope(tirx.Not(s.condition)):
+                els = self(s.else_case)
+        return tirx.IfThenElse(s.condition, then, els)
 
     def visit_Evaluate(self, s):
         op = decode(s)

@@ -42,4 +42,11 @@ TL_DEVICE T all_reduce(T x, T* scratch) {
   }
 }
 
+// The same within one warp only (no scratch needed).
+template <typename Op, int EXTENT, int STRIDE, int NTHREADS, typename T>
+TL_DEVICE T all_reduce(T x) {
+  static_assert(STRIDE * EXTENT <= 32, "a cross-warp reduction needs scratch memory");
+  return all_reduce<Op, EXTENT, STRIDE, NTHREADS, T>(x, static_cast<T*>(nullptr));
+}
+
 }  // namespace tl

@@ -46,4 +46,4 @@ def test_dump_ir_after_every_pass(tmp_path):
 def test_dump_ir_env_var(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_DUMP_IR", str(tmp_path / "ir"))
     tilelang.compile(copy_kernel(), out_idx=[1], target="cpu")
-    assert (tmp_path / "ir" / "01_tl_LowerTileOps.py").exists()
+    assert any(p.name.endswith("_tl_LowerTileOps.py") for p in (tmp_path / "ir").iterdir())

@@ -1,0 +1,328 @@
+"""``LayoutInference``: choose how every fragment is spread over the block's threads.
+
+Expects: a CUDA-targeted PrimFunc with tile-op calls and ``T.Parallel`` nests.
+Guarantees: every ``local.fragment`` allocation carries ``tl.layout`` (a ``Fragment``), every
+outermost ``T.Parallel`` loop carries ``tl.loop_layout``, and shared tiles that feed a gemm
+carry ``tl.swizzle``.  Order: layouts fixed by ``T.annotate_layout`` and by gemm (its
+accumulator and register operand), then propagation through fragment copies, reductions and
+``T.Parallel`` bodies until nothing changes; a fragment still free gets a default element-wise
+layout and propagation resumes.  Two different demands on one fragment raise a
+``LoweringError`` naming both sources and both layouts.  The CPU needs no layouts: it returns
+the function unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..errors import LoweringError
+from ..layout import codec
+from ..layout.fragment import Factor, Fragment, THREAD, elementwise, mma_accumulator
+from ..ops import decode
+from ..ops import region as R
+from ..ops.annotate import AnnotateLayout
+from ..ops.copy import Copy
+from ..ops.gemm import Gemm, GemmWarpPolicy
+from ..ops.reduce import Reduce
+from .ir import StmtMutator
+from .passes import function_pass, target_of
+
+FRAGMENT = "local.fragment"
+SHARED = ("shared", "shared.dyn")
+
+
+def key(obj) -> int:
+    return obj.__chandle__()
+
+
+def is_fragment(buf) -> bool:
+    return buf.scope() == FRAGMENT
+
+
+def num_threads_of(body) -> int:
+    n = 1
+    for a in _attrs(body):
+        if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("threadIdx"):
+            n *= int(a.value)
+    return n
+
+
+def _attrs(node):
+    out = []
+    tvm_ffi.structural_walk(node, (tirx.AttrStmt, out.append))
+    return out
+
+
+def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
+    """The warps_m x warps_n grid a gemm of an m x n tile uses."""
+    if policy == GemmWarpPolicy.FullRow:
+        cands = [(num_warps, 1)]
+    elif policy == GemmWarpPolicy.FullCol:
+        cands = [(1, num_warps)]
+    else:
+        cands = [(w, num_warps // w) for w in range(1, num_warps + 1) if num_warps % w == 0]
+    ok = [(wm, wn) for wm, wn in cands if m % (16 * wm) == 0 and n % (8 * wn) == 0]
+    if not ok:
+        raise LoweringError(
+            f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
+            f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 columns)")
+    return min(ok, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
+
+
+def operand_layout(m: int, k: int, warps_m: int, warps_n: int) -> Fragment:
+    """A register A operand: the accumulator layout of an m x k tile over warps_m x 1 warps,
+    replicated over the warps_n column warps of the gemm."""
+    base = mma_accumulator(m, k, warps_m, 1, name="mma_a")
+    if warps_n == 1:
+        return base
+    dims = [[Factor(x.dim, x.extent, x.kind, x.stride * warps_n if x.kind == THREAD and x.stride >= 32 else x.stride)
+             for x in fs] for fs in base.dims]
+    return Fragment.from_factors([m, k], dims, [Factor(-1, warps_n, THREAD, 32)], name="mma_a")
+
+
+@dataclass
+class _Loop:
+    node: tirx.For
+    vars: list
+    extents: list
+    accesses: list  # (buffer, indices)
+
+
+@dataclass
+class _State:
+    layouts: dict = field(default_factory=dict)  # buffer key -> Fragment
+    origin: dict = field(default_factory=dict)
+    buffers: dict = field(default_factory=dict)  # key -> buffer
+    loops: dict = field(default_factory=dict)  # loop key -> Fragment
+    changed: bool = False
+
+    def set(self, buf, layout: Fragment, why: str):
+        k = key(buf)
+        old = self.layouts.get(k)
+        if old is not None:
+            if not old.same_as(layout):
+                raise LoweringError(
+                    f"layout conflict on fragment {buf.name}: {self.origin[k]} gives {old}, "
+                    f"but {why} needs {layout}")
+            return
+        if list(layout.shape) != [int(s) for s in buf.shape]:
+            raise LoweringError(f"layout of shape {layout.shape} from {why} does not fit "
+                                f"fragment {buf.name} of shape {R.fmt_shape(buf.shape)}")
+        self.layouts[k] = layout
+        self.origin[k] = why
+        self.buffers[k] = buf
+        self.changed = True
+
+    def get(self, buf):
+        return self.layouts.get(key(buf))
+
+
+def _peel(loop: tirx.For):
+    vars_, exts, body = [], [], loop
+    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+        vars_.append(body.loop_var)
+        exts.append(body.extent)
+        body = body.body
+    return vars_, exts, body
+
+
+def fragment_accesses(body) -> list:
+    out = []
+
+    def on_load(x):
+        if is_fragment(x.source):
+            out.append((x.source, list(x.indices)))
+
+    def on_store(s):
+        if is_fragment(s.buffer):
+            out.append((s.buffer, list(s.indices)))
+
+    tvm_ffi.structural_walk(body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)])
+    return out
+
+
+def _as_loop_vars(indices, loop_vars) -> list[int] | None:
+    """Positions of the loop vars the indices are (in order), or None."""
+    pos = []
+    keys = [key(v) for v in loop_vars]
+    for e in indices:
+        if not isinstance(e, tvm.ir.Var) or key(e) not in keys:
+            return None
+        pos.append(keys.index(key(e)))
+    if pos != sorted(pos) or len(set(pos)) != len(pos):
+        return None
+    return pos
+
+
+class _Collect:
+    def __init__(self):
+        self.ops: list = []
+        self.loops: list[_Loop] = []
+        self.fragments: list = []
+        self.shared: list = []
+
+    def run(self, body):
+        self._visit(body, in_parallel=False)
+
+    def _visit(self, s, in_parallel):
+        if isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                self._visit(x, in_parallel)
+        elif isinstance(s, tirx.For):
+            if s.kind == tirx.ForKind.PARALLEL and not in_parallel:
+                vars_, exts, body = _peel(s)
+                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body)))
+                return
+            self._visit(s.body, in_parallel)
+        elif isinstance(s, (tirx.AttrStmt, tirx.While)):
+            self._visit(s.body, in_parallel)
+        elif isinstance(s, tirx.IfThenElse):
+            self._visit(s.then_case, in_parallel)
+            if s.else_case is not None:
+                self._visit(s.else_case, in_parallel)
+        elif isinstance(s, tirx.AllocBuffer):
+            if is_fragment(s.buffer):
+                self.fragments.append(s.buffer)
+            elif s.buffer.scope() in SHARED:
+                self.shared.append(s.buffer)
+        elif isinstance(s, tirx.Evaluate):
+            op = decode(s)
+            if op is not None:
+                self.ops.append(op)
+
+
+def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
+    col = _Collect()
+    col.run(body)
+    st = _State()
+    swizzle: set = set()
+    num_warps = max(1, num_threads // 32)
+    # 1. fixed demands
+    for op in col.ops:
+        if isinstance(op, AnnotateLayout):
+            lay = codec.decode(op.layout)
+            if is_fragment(op.buffer):
+                if not isinstance(lay, Fragment) or lay.dims is None:
+                    raise LoweringError(f"T.annotate_layout: fragment {op.buffer.name} needs a "
+                                        "Fragment built from factors on CUDA")
+                st.set(op.buffer, lay, "T.annotate_layout")
+        elif isinstance(op, Gemm):
+            m, n, k = (R.as_int(x) for x in op.mnk())
+            C = R.buffer_of(op.C)
+            wm, wn = warp_grid(op.policy, m, n, num_warps)
+            if is_fragment(C):
+                st.set(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
+            A = R.buffer_of(op.A)
+            if is_fragment(A):
+                st.set(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
+            for x in (op.A, op.B):
+                if R.scope_of(x) in SHARED:
+                    swizzle.add(key(R.buffer_of(x)))
+    # 2. propagation, defaults for what stays free
+    pending = [b for b in col.fragments]
+    while True:
+        st.changed = True
+        while st.changed:
+            st.changed = False
+            _propagate(col, st)
+        free = [b for b in pending if st.get(b) is None]
+        if not free:
+            break
+        b = free[0]
+        vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
+        st.set(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec), "default")
+    for lp in col.loops:
+        if key(lp.node.loop_var) not in st.loops:
+            st.loops[key(lp.node.loop_var)] = elementwise(
+                [R.as_int(e) for e in lp.extents], num_threads, vec=1)
+    return st, swizzle, col
+
+
+def _propagate(col: _Collect, st: _State) -> None:
+    for op in col.ops:
+        if isinstance(op, Copy):
+            s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
+            if is_fragment(s) and is_fragment(d) and R.same_shape(s.shape, d.shape):
+                if st.get(s) is not None:
+                    st.set(d, st.get(s), f"T.copy({s.name}, {d.name})")
+                elif st.get(d) is not None:
+                    st.set(s, st.get(d), f"T.copy({s.name}, {d.name})")
+        elif isinstance(op, Reduce):
+            s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
+            if is_fragment(s) and is_fragment(d) and st.get(s) is not None:
+                keep = len(d.shape) == len(s.shape)
+                st.set(d, st.get(s).reduce(op.dim, keep_dim=keep),
+                       f"T.reduce_{op.kind}({s.name}, {d.name})")
+    for lp in col.loops:
+        lk = key(lp.node.loop_var)
+        extents = [R.as_int(e) for e in lp.extents]
+        if lk not in st.loops:
+            for buf, idx in lp.accesses:
+                lay = st.get(buf)
+                if lay is not None and _as_loop_vars(idx, lp.vars) == list(range(len(lp.vars))) \
+                        and list(lay.shape) == extents:
+                    st.loops[lk] = lay
+                    st.changed = True
+                    break
+        loop_layout = st.loops.get(lk)
+        if loop_layout is None:
+            continue
+        for buf, idx in lp.accesses:
+            if st.get(buf) is not None:
+                continue
+            pos = _as_loop_vars(idx, lp.vars)
+            if pos is None:
+                continue
+            lay = loop_layout
+            for d in reversed(range(len(lp.vars))):
+                if d not in pos:
+                    lay = lay.reduce(d)
+            if list(lay.shape) == [int(s) for s in buf.shape]:
+                st.set(buf, lay, f"the T.Parallel loop over {extents}")
+
+
+class _Annotate(StmtMutator):
+    def __init__(self, st: _State, swizzle: set):
+        self.st, self.swizzle = st, swizzle
+
+    def visit_AllocBuffer(self, s):
+        b = s.buffer
+        lay = self.st.get(b) if is_fragment(b) else None
+        ann = dict(s.annotations)
+        if lay is not None:
+            ann["tl.layout"] = codec.encode(lay)
+        elif key(b) in self.swizzle:
+            ann["tl.swizzle"] = 1
+        else:
+            return s
+        return tirx.AllocBuffer(b, annotations=ann)
+
+    def visit_For(self, s):
+        lay = self.st.loops.get(key(s.loop_var))
+        if lay is None or s.kind != tirx.ForKind.PARALLEL:
+            return self.generic(s)
+        ann = dict(s.annotations)
+        ann["tl.loop_layout"] = codec.encode(lay)
+        return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding, ann, s.step)
+
+
+@function_pass("tl.LayoutInference")
+def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    if is_cpu(target_of(func)):
+        return func
+    st, swizzle, _ = infer(func.body, num_threads_of(func.body))
+    return func.with_body(_Annotate(st, swizzle)(func.body))
+
+
+def layout_of(alloc_or_for) -> Fragment | None:
+    """The layout a LayoutInference annotation carries, if any."""
+    ann = alloc_or_for.annotations
+    for k in ("tl.layout", "tl.loop_layout"):
+        if k in ann:
+            return codec.decode(ann[k])
+    return None

@@ -1,0 +1,148 @@
+"""``PlanSharedMemory``: place every shared tile of a kernel in one dynamic shared arena.
+
+Expects: lowered tile operators (all shared tiles, scratch included, exist as allocations).
+Guarantees: one ``shared.dyn`` byte arena per kernel; each tile becomes a flat view at its own
+128-byte-aligned offset (no two tiles overlap, so asynchronous copies can never clobber a live
+tile), accesses are rewritten to the view with the tile's layout applied (``tl.swizzle``
+tiles get the bank-conflict-free swizzle of ``tilelang.layout.swizzle``), and the kernel
+declares its arena size.  Raises ``LoweringError`` when the arena exceeds what the target's
+architecture allows per block.  CPU: unchanged.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..errors import LoweringError
+from ..layout.swizzle import can_swizzle, swizzle_offset
+from .ir import StmtMutator, seq
+from .passes import function_pass, target_of
+
+SHARED = ("shared", "shared.dyn")
+ALIGN = 128
+
+# Most dynamic shared memory one block may use, by compute capability.
+SMEM_LIMIT = {"sm_70": 96 * 1024, "sm_75": 64 * 1024, "sm_80": 163 * 1024, "sm_86": 99 * 1024,
+              "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+              "sm_90a": 227 * 1024}
+
+
+def smem_limit(target) -> int:
+    arch = str(target.attrs.get("arch", "sm_80"))
+    return SMEM_LIMIT.get(arch, 227 * 1024 if arch >= "sm_90" else 99 * 1024)
+
+
+def _key(x):
+    return x.__chandle__()
+
+
+class _Collect(StmtMutator):
+    """Removes shared allocations, remembering them in program order."""
+
+    def __init__(self):
+        self.allocs: list = []
+
+    def visit_AllocBuffer(self, s):
+        if s.buffer.scope() in SHARED:
+            self.allocs.append(s)
+            return None
+        return s
+
+
+def _linear(idx, shape):
+    off = tirx.const(0, "int32")
+    for i, s in zip(idx, shape):
+        off = off * s + i
+    return off
+
+
+def _phys(idx, buf, swizzled: bool):
+    shape = list(buf.shape)
+    if swizzled and len(shape) >= 2:
+        rows, cols = shape[-2], shape[-1]
+        lead = _linear(idx[:-2], shape[:-2]) if len(shape) > 2 else tirx.const(0, "int32")
+        return lead * (rows * cols) + swizzle_offset(idx[-2], idx[-1], int(cols), buf.dtype)
+    return _linear(idx, shape)
+
+
+def _plan_kernel(body, target):
+    col = _Collect()
+    body = col(body)
+    if not col.allocs:
+        return body
+    pool = tirx.decl_buffer([0], "uint8", "smem", scope="shared.dyn")
+    views, offset = {}, 0
+    decls = []
+    for a in col.allocs:
+        b = a.buffer
+        eb = max(1, tvm.DataType(b.dtype).bits // 8)
+        n = 1
+        for s in b.shape:
+            n *= int(s)
+        offset = (offset + ALIGN - 1) // ALIGN * ALIGN
+        swz = "tl.swizzle" in a.annotations and can_swizzle(int(b.shape[-1]), b.dtype)
+        view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
+                                scope="shared.dyn")
+        views[_key(b)] = (b, view, swz)
+        decls.append(tirx.DeclBuffer(view, data=pool.data))
+        offset += n * eb
+    total = (offset + ALIGN - 1) // ALIGN * ALIGN
+    if total > smem_limit(target):
+        sizes = ", ".join(f"{v[0].name} {_bytes(v[0])} B" for v in views.values())
+        raise LoweringError(f"the kernel needs {total} bytes of shared memory ({sizes}), more "
+                            f"than the {smem_limit(target)} bytes a block may use on "
+                            f"{target.attrs.get('arch', 'this GPU')}; use smaller tiles or "
+                            "fewer stages")
+
+    def on_load(x):
+        hit = views.get(_key(x.source))
+        if hit is None:
+            return x
+        return tirx.BufferLoad(hit[1], [_phys(list(x.indices), hit[0], hit[2])])
+
+    def on_store(s):
+        hit = views.get(_key(s.buffer))
+        if hit is None:
+            return s
+        return tirx.BufferStore(hit[1], s.value, [_phys(list(s.indices), hit[0], hit[2])])
+
+    body = tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load),
+                                         (tirx.BufferStore, on_store)])
+    size = tirx.AttrStmt(tirx.const(0, "int32"), "tirx.dyn_smem_bytes",
+                         tirx.IntImm("int64", total), tirx.Evaluate(tirx.const(0, "int32")))
+    return seq([tirx.AllocBuffer(pool)] + decls + [body, size])
+
+
+def _bytes(b) -> int:
+    n = 1
+    for s in b.shape:
+        n *= int(s)
+    return n * max(1, tvm.DataType(b.dtype).bits // 8)
+
+
+class _Kernels(StmtMutator):
+    def __init__(self, target):
+        self.target = target
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key != "thread_extent":
+            return self.generic(s)
+        chain, body = [], s
+        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
+            chain.append(body)
+            body = body.body
+        body = _plan_kernel(body, self.target)
+        for a in reversed(chain):
+            body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+        return body
+
+
+@function_pass("tl.PlanSharedMemory")
+def PlanSharedMemory(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    target = target_of(func)
+    if is_cpu(target):
+        return func
+    return func.with_body(_Kernels(target)(func.body))
