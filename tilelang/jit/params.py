@@ -100,6 +100,10 @@ class ArgumentBinder:
                 a = torch.from_numpy(np.ascontiguousarray(a)) if a.flags.writeable else \
                     torch.from_numpy(a.copy())
             self._check_tensor(p, a, sizes)
+            if device is not None and a.device != device:
+                raise KernelArgumentError(
+                    f"{self.kernel_name}: parameter {p.name!r} is on {a.device}, but earlier "
+                    f"arguments are on {device}; all tensors must be on one device")
             device = device or a.device
             full[i] = a
         outs = []

@@ -1,0 +1,86 @@
+"""CUDA generation on any machine: the programs compile with nvcc for sm_80 and sm_90a and the
+PTX has the instructions the sm80-class path must use."""
+
+import re
+import shutil
+
+import pytest
+
+import tilelang
+
+from kernels import example, matmul
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+ARCHS = ["sm_80", "sm_90a"]
+
+
+def ptx_of(func, out_idx, arch):
+    k = tilelang.compile(func, out_idx=out_idx, target=f"cuda -arch={arch}")
+    return k, k.get_ptx()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_pipelined_gemm_uses_cp_async_ldmatrix_mma(arch):
+    k, ptx = ptx_of(matmul(512, 512, 512, 128, 128, 32, num_stages=3), [2], arch)
+    assert "cp.async.cg.shared.global" in ptx
+    assert "cp.async.wait_group" in ptx and "cp.async.commit_group" in ptx
+    assert "ldmatrix.sync.aligned" in ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert ".local" not in ptx  # the accumulator lives in registers
+    # three stages of a 128x32 and a 32x128 fp16 tile in the dynamic shared arena
+    m = re.search(r'"tirx.dyn_smem_bytes", T.int64\((\d+)\)',
+                  tilelang.lower(matmul(512, 512, 512, 128, 128, 32, num_stages=3),
+                                 target=f"cuda -arch={arch}", stage="tile")["main"].script())
+    assert int(m.group(1)) == 3 * (128 * 32 + 32 * 128) * 2
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_unpipelined_gemm_has_no_cp_async(arch):
+    _, ptx = ptx_of(matmul(256, 256, 256, 128, 128, 32, num_stages=1), [2], arch)
+    assert "cp.async" not in ptx and "mma.sync" in ptx
+
+
+@pytest.mark.parametrize("dtype,instr", [("bfloat16", "m16n8k16.row.col.f32.bf16.bf16.f32"),
+                                         ("float32", "m16n8k8.row.col.f32.tf32.tf32.f32"),
+                                         ("int8", "m16n8k32.row.col.s32.s8.s8.s32")])
+def test_gemm_dtypes(dtype, instr):
+    accum = "int32" if dtype == "int8" else "float32"
+    _, ptx = ptx_of(matmul(256, 256, 256, 64, 64, 32, dtype=dtype, accum=accum), [2], "sm_80")
+    assert instr in ptx and ".local" not in ptx
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_softmax_and_attention_compile(arch):
+    sm = example("softmax/example_softmax.py").softmax(1000, 256, 16)
+    _, ptx = ptx_of(sm, [1], arch)
+    assert "shfl.sync.bfly" in ptx
+    fa = example("flash_attention/example_mha_fwd.py").flashattn(2, 4, 512, 64, True,
+                                                                 num_stages=2)
+    _, ptx = ptx_of(fa, [3], arch)
+    assert "mma.sync" in ptx and "ldmatrix" in ptx and "cp.async" in ptx and ".local" not in ptx
+
+
+def test_kernel_source_includes_headers():
+    k = tilelang.compile(matmul(128, 128, 128, 64, 64, 32), out_idx=[2], target="cuda -arch=sm_80")
+    src = k.get_kernel_source()
+    assert '#include "tl_templates/cuda/tl.h"' in src and "tl::gemm_ss<" in src
+
+
+def test_compile_error_shows_message_and_saved_source(tmp_path, monkeypatch):
+    from tilelang.engine.cuda import nvcc_compile
+    from tilelang.errors import CompileError
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    with pytest.raises(CompileError) as info:
+        nvcc_compile('extern "C" __global__ void k() { this is not cuda; }', "sm_80")
+    msg = str(info.value)
+    assert "error" in msg and str(tmp_path) in msg
+    assert list((tmp_path / "src").iterdir())
+
+
+def test_shared_memory_limit_is_reported():
+    from tilelang.errors import LoweringError
+
+    with pytest.raises(LoweringError, match="bytes of shared memory"):
+        tilelang.compile(matmul(1024, 1024, 1024, 256, 256, 128, num_stages=4), out_idx=[2],
+                         target="cuda -arch=sm_80")
