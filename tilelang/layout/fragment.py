@@ -179,7 +179,7 @@ class Fragment(Layout):
         dims = []
         for k, (d, fs) in enumerate(kept):
             if fs is None:
-                dims.append([Factor(k, 1, REG, 0)])
+                dims.append([Factor(k, 1, REG, 1)])
                 continue
             dims.append([Factor(k, x.extent, x.kind, regmap[x] if x.kind == REG else x.stride)
                          for x in fs])

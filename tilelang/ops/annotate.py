@@ -61,4 +61,17 @@ def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
 
 for _op in (AnnotateLayout, UseSwizzle):
     _op.lowering("cpu")(_drop)
-    _op.lowering("cuda")(_drop)
+AnnotateLayout.lowering("cuda")(_drop)
+
+RASTERIZE = "tl.rasterize"
+
+
+@UseSwizzle.lowering("cuda")
+def _use_swizzle_cuda(op: UseSwizzle, ctx: LowerContext) -> tirx.Stmt:
+    """A marker that ``LowerKernelLaunch`` turns into the remapping of the block indices."""
+    if not op.enable:
+        return _drop(op, ctx)
+    import tvm
+
+    return tirx.AttrStmt(tvm.ir.StringImm(op.order), RASTERIZE,
+                         tirx.const(op.panel_size, "int32"), tirx.Evaluate(tirx.const(0, "int32")))

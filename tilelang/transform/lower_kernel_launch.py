@@ -4,7 +4,8 @@ CPU: the whole block runs on one CPU thread, so ``threadIdx`` disappears (a prog
 a raw thread index is rejected), ``T.Parallel`` loops run in order, shared tiles, fragments and
 locals become arrays local to the block, and the grid becomes one loop over blocks that runs
 in parallel over the CPU's threads (in order when the kernel contains atomics).
-CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device split.
+CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device split; a
+``T.use_swizzle`` in the kernel remaps the block indices (rasterization).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tvm import tirx
 
 from ..engine.target import is_cpu
 from ..errors import LoweringError
+from ..ops.annotate import RASTERIZE
 from ..ops.atomic import ATOMIC_MARK
 from ..ops.loops import dtype_of
 from .ir import StmtMutator, find_all, rebuffer, remap_buffers, substitute, uses_var
@@ -73,6 +75,44 @@ class _CPULaunch(StmtMutator):
         return tirx.For(b, tirx.const(0, dtype_of(b)), total, kind, body)
 
 
+class _Rasterize(StmtMutator):
+    """CUDA: apply ``T.use_swizzle``: consecutive block ids walk a panel of ``panel`` rows
+    (or columns) of tiles column by column, so neighbouring blocks share operand tiles in L2."""
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key != "thread_extent" or not s.node.thread_tag.startswith("blockIdx"):
+            return self.generic(s)
+        chain, body = [], s
+        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
+            chain.append(body)
+            body = body.body
+        marks = find_all(body, tirx.AttrStmt, lambda a: a.attr_key == RASTERIZE)
+        blocks = {a.node.thread_tag: (a.node.var, a.value) for a in chain
+                  if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("blockIdx")}
+        if not marks or "blockIdx.y" not in blocks:
+            return self.generic(s)
+        body = _DropMarks()(body)
+        (bx, gx), (by, gy) = blocks["blockIdx.x"], blocks["blockIdx.y"]
+        panel = marks[0].value
+        if str(marks[0].node.value) == "col":
+            (bx, gx), (by, gy) = (by, gy), (bx, gx)
+        lin = by * gx + bx
+        p = tirx.floordiv(lin, panel * gx)
+        o = tirx.floormod(lin, panel * gx)
+        h = tirx.min(panel, gy - p * panel)
+        body = substitute(body, {by: p * panel + tirx.floormod(o, h), bx: tirx.floordiv(o, h)})
+        for a in reversed(chain):
+            body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+        return body
+
+
+class _DropMarks(StmtMutator):
+    def visit_AttrStmt(self, s):
+        if s.attr_key == RASTERIZE:
+            return None
+        return self.generic(s)
+
+
 def _localize(buf):
     if buf.scope() in TILE_SCOPES:
         return rebuffer(buf, scope="global")
@@ -82,6 +122,6 @@ def _localize(buf):
 @function_pass("tl.LowerKernelLaunch")
 def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)):
-        return func
+        return func.with_body(_Rasterize()(func.body))
     func = func.with_body(_CPULaunch()(func.body))
     return remap_buffers(func, _localize)

@@ -177,35 +177,50 @@ TL_DEVICE void load_b(uint32_t* b0, uint32_t* b1, const T* B, int n0, int k0, in
   }
 }
 
+// The A and B fragments of one K step of a warp's tile.
+template <typename T, bool TRANS_A, bool TRANS_B, int A_ROW, int B_ROW, bool A_SWZ, bool B_SWZ,
+          int MI, int NI>
+TL_DEVICE void load_step(uint32_t (&a)[MI][4], uint32_t (&b)[NI][2], const T* A, const T* B,
+                         int m_base, int n_base, int k0, int lane) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+    load_a<T, TRANS_A, A_ROW, A_SWZ>(a[mi], A, m_base + mi * 16, k0, lane);
+  }
+#pragma unroll
+  for (int ni = 0; ni + 1 < NI; ni += 2) {
+    load_b<T, TRANS_B, B_ROW, B_SWZ, true>(b[ni], b[ni + 1], B, n_base + ni * 8, k0, lane);
+  }
+  if constexpr (NI % 2 == 1) {
+    load_b<T, TRANS_B, B_ROW, B_SWZ, false>(b[NI - 1], b[NI - 1], B, n_base + (NI - 1) * 8, k0,
+                                           lane);
+  }
+}
+
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TRANS_A, bool TRANS_B,
           int A_ROW, int B_ROW, bool A_SWZ, bool B_SWZ, typename T, typename C>
 TL_DEVICE void gemm_ss(const T* A, const T* B, C* acc) {
   using Tr = MmaTraits<T>;
   constexpr int WM = M / WARPS_M, WN = N / WARPS_N, MI = WM / 16, NI = WN / 8;
+  constexpr int STEPS = K / Tr::kStep;
   static_assert(WM % 16 == 0 && WN % 8 == 0 && K % Tr::kStep == 0, "gemm tile shape");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m_base = (warp / WARPS_N) * WM, n_base = (warp % WARPS_N) * WN;
+  // Fragments are double-buffered: step s+1 is read from shared memory while step s runs.
+  uint32_t a[2][MI][4];
+  uint32_t b[2][NI][2];
+  load_step<T, TRANS_A, TRANS_B, A_ROW, B_ROW, A_SWZ, B_SWZ, MI, NI>(a[0], b[0], A, B, m_base,
+                                                                     n_base, 0, lane);
 #pragma unroll
-  for (int k0 = 0; k0 < K; k0 += Tr::kStep) {
-    uint32_t a[MI][4];
-    uint32_t b[NI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-      load_a<T, TRANS_A, A_ROW, A_SWZ>(a[mi], A, m_base + mi * 16, k0, lane);
-    }
-#pragma unroll
-    for (int ni = 0; ni + 1 < NI; ni += 2) {
-      load_b<T, TRANS_B, B_ROW, B_SWZ, true>(b[ni], b[ni + 1], B, n_base + ni * 8, k0, lane);
-    }
-    if constexpr (NI % 2 == 1) {
-      load_b<T, TRANS_B, B_ROW, B_SWZ, false>(b[NI - 1], b[NI - 1], B, n_base + (NI - 1) * 8,
-                                             k0, lane);
+  for (int s = 0; s < STEPS; ++s) {
+    if (s + 1 < STEPS) {
+      load_step<T, TRANS_A, TRANS_B, A_ROW, B_ROW, A_SWZ, B_SWZ, MI, NI>(
+          a[(s + 1) % 2], b[(s + 1) % 2], A, B, m_base, n_base, (s + 1) * Tr::kStep, lane);
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        mma_any<T>(acc + (mi * NI + ni) * 4, a[mi], b[ni]);
+        mma_any<T>(acc + (mi * NI + ni) * 4, a[s % 2][mi], b[s % 2][ni]);
       }
     }
   }

@@ -1,0 +1,39 @@
+"""Run the pipelined GEMM and the attention forward once each, for compute-sanitizer:
+
+    compute-sanitizer --tool racecheck python tools/sanitize_kernels.py
+    compute-sanitizer --tool memcheck  python tools/sanitize_kernels.py
+"""
+
+import os
+import sys
+
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "testing", "python", "cuda"))
+
+import tilelang  # noqa: E402
+from kernels import example, matmul  # noqa: E402
+
+
+def main():
+    gemm = tilelang.compile(matmul(256, 256, 256, 128, 128, 32, num_stages=3), out_idx=[2])
+    a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    b = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+    c = gemm(a, b)
+    ragged = tilelang.compile(matmul(200, 136, 96, 64, 64, 32, num_stages=3), out_idx=[2])
+    ra, rb = a[:200, :96].contiguous(), b[:96, :136].contiguous()
+    rc = ragged(ra, rb)
+    fa = example("flash_attention/example_mha_fwd.py")
+    attn = tilelang.compile(fa.flashattn(1, 2, 200, 64, True, num_stages=2), out_idx=[3])
+    q, k, v = (torch.randn(1, 200, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    o = attn(q, k, v)
+    torch.cuda.synchronize()
+    errs = [float((c.float() - (a.float() @ b.float())).abs().max()),
+            float((rc.float() - (ra.float() @ rb.float())).abs().max()),
+            float((o.float() - fa.reference(q, k, v, True).float()).abs().max())]
+    print("max errors (gemm, ragged gemm, attention):", errs)
+
+
+if __name__ == "__main__":
+    main()
