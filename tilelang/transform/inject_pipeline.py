@@ -198,8 +198,12 @@ def _written_shared_buffers(stmt) -> list:
         b = R.buffer_of(op.dst)
         return [b] if b.scope() in SHARED else []
     out = {}
-    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, lambda s: out.setdefault(
-        _key(s.buffer), s.buffer) if s.buffer.scope() in SHARED else None))
+
+    def on_store(s):
+        if s.buffer.scope() in SHARED:
+            out.setdefault(_key(s.buffer), s.buffer)
+
+    tvm_ffi.structural_walk(stmt, (tirx.BufferStore, on_store))
     return list(out.values())
 
 

