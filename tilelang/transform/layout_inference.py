@@ -3,7 +3,8 @@
 Expects: a CUDA-targeted PrimFunc with tile-op calls and ``T.Parallel`` nests.
 Guarantees: every ``local.fragment`` allocation carries ``tl.layout`` (a ``Fragment``), every
 outermost ``T.Parallel`` loop carries ``tl.loop_layout``, and shared tiles that feed a gemm
-carry ``tl.swizzle``.  Order: layouts fixed by ``T.annotate_layout`` and by gemm (its
+carry ``tl.swizzle`` (a shared tile given a layout by ``T.annotate_layout`` carries it as
+``tl.shared_layout``, applied when shared memory is planned).  Order: layouts fixed by ``T.annotate_layout`` and by gemm (its
 accumulator and register operand), then propagation through fragment copies, reductions and
 ``T.Parallel`` bodies until nothing changes; a fragment still free gets a default element-wise
 layout and propagation resumes.  Two different demands on one fragment raise a
@@ -99,6 +100,7 @@ class _State:
     origin: dict = field(default_factory=dict)
     buffers: dict = field(default_factory=dict)  # key -> buffer
     loops: dict = field(default_factory=dict)  # loop key -> Fragment
+    shared_layouts: dict = field(default_factory=dict)  # shared buffer key -> encoded Layout
     changed: bool = False
 
     def set(self, buf, layout: Fragment, why: str):
@@ -201,6 +203,8 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
     col.run(body)
     st = _State()
     swizzle: set = set()
+    shared_layouts: dict = {}  # shared buffer key -> encoded user layout
+    gemm_operands: dict = {}
     num_warps = max(1, num_threads // 32)
     # 1. fixed demands
     for op in col.ops:
@@ -211,6 +215,8 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                     raise LoweringError(f"T.annotate_layout: fragment {op.buffer.name} needs a "
                                         "Fragment built from factors on CUDA")
                 st.set(op.buffer, lay, "T.annotate_layout")
+            elif op.buffer.scope() in SHARED:
+                shared_layouts[key(op.buffer)] = op.layout
         elif isinstance(op, Gemm):
             m, n, k = (R.as_int(x) for x in op.mnk())
             C = R.buffer_of(op.C)
@@ -223,6 +229,19 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
             for x in (op.A, op.B):
                 if R.scope_of(x) in SHARED:
                     swizzle.add(key(R.buffer_of(x)))
+                    gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
+    for k, text in shared_layouts.items():
+        lay = codec.decode(text)
+        if getattr(lay, "swizzled", False):
+            swizzle.add(k)
+            continue
+        if k in gemm_operands:
+            raise LoweringError(
+                f"T.annotate_layout: {gemm_operands[k].name} feeds a T.gemm, whose shared "
+                f"operands use the swizzled layout (make_swizzled_layout); got {lay}")
+        swizzle.discard(k)
+    st.shared_layouts = {k: v for k, v in shared_layouts.items()
+                         if not getattr(codec.decode(v), "swizzled", False)}
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
     while True:
@@ -298,6 +317,8 @@ class _Annotate(StmtMutator):
             ann["tl.layout"] = codec.encode(lay)
         elif key(b) in self.swizzle:
             ann["tl.swizzle"] = 1
+        elif key(b) in self.st.shared_layouts:
+            ann["tl.shared_layout"] = self.st.shared_layouts[key(b)]
         else:
             return s
         return tirx.AllocBuffer(b, annotations=ann)

@@ -11,12 +11,14 @@ architecture allows per block.  CPU: unchanged.
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu
 from ..errors import LoweringError
+from ..layout import codec
 from ..layout.swizzle import can_swizzle, swizzle_offset
 from .ir import StmtMutator, seq
 from .passes import function_pass, target_of
@@ -59,8 +61,11 @@ def _linear(idx, shape):
     return off
 
 
-def _phys(idx, buf, swizzled: bool):
+def _phys(idx, buf, swizzled: bool, layout=None):
     shape = list(buf.shape)
+    if layout is not None:
+        out = list(layout.index_map.map_indices(list(idx)))
+        return _linear(out, [int(x) for x in layout.output_shape])
     if swizzled and len(shape) >= 2:
         rows, cols = shape[-2], shape[-1]
         lead = _linear(idx[:-2], shape[:-2]) if len(shape) > 2 else tirx.const(0, "int32")
@@ -84,9 +89,13 @@ def _plan_kernel(body, target):
             n *= int(s)
         offset = (offset + ALIGN - 1) // ALIGN * ALIGN
         swz = "tl.swizzle" in a.annotations and can_swizzle(int(b.shape[-1]), b.dtype)
+        user = codec.decode(a.annotations["tl.shared_layout"]) \
+            if "tl.shared_layout" in a.annotations else None
+        if user is not None:
+            n = max(n, int(np.prod(user.output_shape)))
         view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
                                 scope="shared.dyn")
-        views[_key(b)] = (b, view, swz)
+        views[_key(b)] = (b, view, swz, user)
         decls.append(tirx.DeclBuffer(view, data=pool.data))
         offset += n * eb
     total = (offset + ALIGN - 1) // ALIGN * ALIGN
@@ -101,13 +110,13 @@ def _plan_kernel(body, target):
         hit = views.get(_key(x.source))
         if hit is None:
             return x
-        return tirx.BufferLoad(hit[1], [_phys(list(x.indices), hit[0], hit[2])])
+        return tirx.BufferLoad(hit[1], [_phys(list(x.indices), hit[0], hit[2], hit[3])])
 
     def on_store(s):
         hit = views.get(_key(s.buffer))
         if hit is None:
             return s
-        return tirx.BufferStore(hit[1], s.value, [_phys(list(s.indices), hit[0], hit[2])])
+        return tirx.BufferStore(hit[1], s.value, [_phys(list(s.indices), hit[0], hit[2], hit[3])])
 
     body = tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load),
                                          (tirx.BufferStore, on_store)])

@@ -161,3 +161,22 @@ def test_rasterization_remaps_block_indices():
 
     f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops, LowerKernelLaunch)
     assert "(by * 8 + bx) // 32" in f.script()
+
+
+def test_annotated_shared_layout_is_applied():
+    from tilelang.layout import Layout
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((16, 16), "float32")
+            T.annotate_layout({S: Layout((16, 16), lambda i, j: [j, i])})
+            T.copy(A, S)
+            T.copy(S, A)
+
+    f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops, PlanSharedMemory)
+    assert "tl.shared_layout" not in f.script()
+    stores = []
+    tvm_ffi.structural_walk(f.body, (tirx.BufferStore, stores.append))
+    s_store = [s for s in stores if s.buffer.name == "S"][0]
+    assert "* 16" in str(s_store.indices[0])  # transposed: column index scaled by the row length
