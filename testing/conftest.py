@@ -1,7 +1,12 @@
 """Shared test setup: the ``gpu`` marker skips where no CUDA GPU is visible."""
 
+import os
+import sys
+
 import pytest
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "python"))
 
 
 def pytest_collection_modifyitems(config, items):

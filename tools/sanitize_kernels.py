@@ -10,10 +10,10 @@ import sys
 import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "testing", "python", "cuda"))
+sys.path.insert(0, os.path.join(ROOT, "testing", "python"))
 
 import tilelang  # noqa: E402
-from kernels import example, matmul  # noqa: E402
+from programs import example, matmul  # noqa: E402
 
 
 def main():

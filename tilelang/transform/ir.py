@@ -23,7 +23,7 @@ class StmtMutator:
 
     def __call__(self, stmt: tirx.Stmt) -> tirx.Stmt:
         out = self.visit(stmt)
-        return out if out is not None else tirx.SeqStmt([])
+        return out if out is not None else nop()
 
     def visit(self, stmt):
         fn = getattr(self, "visit_" + type(stmt).__name__, None)
@@ -31,18 +31,7 @@ class StmtMutator:
 
     def generic(self, s):
         if isinstance(s, tirx.SeqStmt):
-            seq = []
-            for x in s.seq:
-                y = self.visit(x)
-                if y is None:
-                    continue
-                if isinstance(y, tirx.SeqStmt):
-                    seq.extend(y.seq)
-                else:
-                    seq.append(y)
-            if len(seq) == 1:
-                return seq[0]
-            return tirx.SeqStmt(seq)
+            return seq(self.visit(x) for x in s.seq)
         if isinstance(s, tirx.For):
             body = self(s.body)
             return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
@@ -55,6 +44,16 @@ class StmtMutator:
         if isinstance(s, tirx.While):
             return tirx.While(s.condition, self(s.body))
         return s
+
+
+def peel_parallel(loop: tirx.For) -> tuple[list, list, tirx.Stmt]:
+    """Loop vars, extents and body of a nest of parallel (``T.Parallel``) loops."""
+    vars_, exts, body = [], [], loop
+    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+        vars_.append(body.loop_var)
+        exts.append(body.extent)
+        body = body.body
+    return vars_, exts, body
 
 
 def walk(node: Any, types, fn: Callable[[Any], Any], order: str = "pre") -> None:
@@ -115,7 +114,12 @@ def uses_var(node: Any, var) -> bool:
     return bool(hit)
 
 
+def nop() -> tirx.Stmt:
+    return tirx.Evaluate(tirx.const(0, "int32"))
+
+
 def seq(stmts: Iterable[tirx.Stmt]) -> tirx.Stmt:
+    """One statement for a sequence: flattened, ``None`` dropped, a no-op when empty."""
     flat = []
     for s in stmts:
         if s is None:
@@ -126,7 +130,7 @@ def seq(stmts: Iterable[tirx.Stmt]) -> tirx.Stmt:
             flat.append(s)
     if len(flat) == 1:
         return flat[0]
-    return tirx.SeqStmt(flat)
+    return tirx.SeqStmt(flat) if flat else nop()
 
 
 def rebuffer(buf, scope: str | None = None, shape=None, name: str | None = None):

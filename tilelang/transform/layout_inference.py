@@ -30,7 +30,7 @@ from ..ops.annotate import AnnotateLayout
 from ..ops.copy import Copy
 from ..ops.gemm import Gemm, GemmWarpPolicy
 from ..ops.reduce import Reduce
-from .ir import StmtMutator
+from .ir import StmtMutator, peel_parallel
 from .passes import function_pass, target_of
 
 FRAGMENT = "local.fragment"
@@ -124,15 +124,6 @@ class _State:
         return self.layouts.get(key(buf))
 
 
-def _peel(loop: tirx.For):
-    vars_, exts, body = [], [], loop
-    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
-        vars_.append(body.loop_var)
-        exts.append(body.extent)
-        body = body.body
-    return vars_, exts, body
-
-
 def fragment_accesses(body) -> list:
     out = []
 
@@ -177,7 +168,7 @@ class _Collect:
                 self._visit(x, in_parallel)
         elif isinstance(s, tirx.For):
             if s.kind == tirx.ForKind.PARALLEL and not in_parallel:
-                vars_, exts, body = _peel(s)
+                vars_, exts, body = peel_parallel(s)
                 self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body)))
                 return
             self._visit(s.body, in_parallel)

@@ -23,21 +23,12 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import REG, THREAD, Fragment, check_ownership
-from .ir import StmtMutator, substitute
+from .ir import StmtMutator, peel_parallel, substitute
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
 
 VECTORIZE = "tl.vectorize"
-
-
-def _peel(loop):
-    vars_, exts, body = [], [], loop
-    while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
-        vars_.append(body.loop_var)
-        exts.append(body.extent)
-        body = body.body
-    return vars_, exts, body
 
 
 class _Kernel(StmtMutator):
@@ -66,7 +57,7 @@ class _Kernel(StmtMutator):
         return self.partition(s, codec.decode(s.annotations["tl.loop_layout"]))
 
     def partition(self, loop, lay: Fragment):
-        vars_, exts, body = _peel(loop)
+        vars_, exts, body = peel_parallel(loop)
         body = self(body)  # nested statements (serial loops inside) first
         ext = [int(e) for e in exts]
         if ext != list(lay.shape):

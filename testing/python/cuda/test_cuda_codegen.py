@@ -8,7 +8,7 @@ import pytest
 
 import tilelang
 
-from kernels import example, matmul
+from programs import example, matmul
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 ARCHS = ["sm_80", "sm_90a"]

@@ -6,7 +6,7 @@ import torch
 import tilelang
 import tilelang.language as T
 
-from kernels import atomic_sum, cumsum_kernel, example, matmul, reduce_kernel
+from programs import atomic_sum, cumsum_kernel, example, matmul, reduce_kernel
 
 pytestmark = pytest.mark.gpu
 

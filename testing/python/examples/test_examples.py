@@ -1,19 +1,8 @@
 """Every example runs on the CPU and checks itself against torch."""
 
-import importlib.util
-import os
-
 import pytest
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
-
-
-def load(rel):
-    path = os.path.join(ROOT, rel)
-    spec = importlib.util.spec_from_file_location(os.path.basename(rel)[:-3], path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from programs import example as load
 
 
 def test_gemm_example():

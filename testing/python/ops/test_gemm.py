@@ -5,36 +5,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
-
-
-def matmul(M, N, K, bM, bN, bK, tA, tB, dtype, accum="float32", out_dtype=None):
-    out_dtype = out_dtype or dtype
-    a_shape = (K, M) if tA else (M, K)
-    b_shape = (N, K) if tB else (K, N)
-    as_shape = (bK, bM) if tA else (bM, bK)
-    bs_shape = (bN, bK) if tB else (bK, bN)
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype),
-             C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            A_s = T.alloc_shared(as_shape, dtype)
-            B_s = T.alloc_shared(bs_shape, dtype)
-            C_f = T.alloc_fragment((bM, bN), accum)
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=2):
-                if tA:
-                    T.copy(A[k * bK, by * bM], A_s)
-                else:
-                    T.copy(A[by * bM, k * bK], A_s)
-                if tB:
-                    T.copy(B[bx * bN, k * bK], B_s)
-                else:
-                    T.copy(B[k * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=tA, transpose_B=tB)
-            T.copy(C_f, C[by * bM, bx * bN])
-
-    return main
+from programs import matmul
 
 
 def reference(a, b, tA, tB):
@@ -46,7 +17,7 @@ def reference(a, b, tA, tB):
 @pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)])
 @pytest.mark.parametrize("M,N,K", [(128, 128, 64), (257, 129, 65)])
 def test_gemm_fp32_transposes(M, N, K, tA, tB):
-    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, "float32"), out_idx=[2], target="cpu")
+    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, "float32", num_stages=2), out_idx=[2], target="cpu")
     a = torch.randn(*((K, M) if tA else (M, K)))
     b = torch.randn(*((N, K) if tB else (K, N)))
     torch.testing.assert_close(k(a, b), reference(a, b, tA, tB), rtol=1e-4, atol=1e-4)
@@ -56,7 +27,7 @@ def test_gemm_fp32_transposes(M, N, K, tA, tB):
 @pytest.mark.parametrize("tA,tB", [(False, False), (True, True)])
 def test_gemm_low_precision_accumulates_in_fp32(dtype, tA, tB):
     M, N, K = 257, 129, 65
-    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, dtype, out_dtype="float32"),
+    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, dtype, out_dtype="float32", num_stages=2),
                          out_idx=[2], target="cpu")
     tdt = getattr(torch, dtype)
     a = torch.randn(*((K, M) if tA else (M, K))).to(tdt)

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import tilelang
-import tilelang.language as T
+import tilelang.language as T  # noqa: F401
+from programs import reduce_kernel
 
 KINDS = {
     "max": lambda x, d: x.amax(d),
@@ -15,24 +16,6 @@ KINDS = {
 }
 FOLD = {"max": torch.maximum, "min": torch.minimum, "sum": torch.add, "abssum": torch.add,
         "absmax": torch.maximum}
-
-
-def reduce_kernel(kind, M, N, dim, clear):
-    reducer = getattr(T, f"reduce_{kind}")
-    out_len = N if dim == 0 else M
-
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float32"), Init: T.Tensor((out_len,), "float32"),
-             Y: T.Tensor((out_len,), "float32")):
-        with T.Kernel(1, threads=128) as bx:
-            x = T.alloc_fragment((M, N), "float32")
-            y = T.alloc_fragment((out_len,), "float32")
-            T.copy(X, x)
-            T.copy(Init, y)
-            reducer(x, y, dim=dim, clear=clear)
-            T.copy(y, Y)
-
-    return main
 
 
 @pytest.mark.parametrize("clear", [True, False])

@@ -1,11 +1,11 @@
-"""Programs shared by the CUDA tests (codegen on any machine, numerics on the GPU)."""
+"""Tile programs shared by the tests: the CPU op tests, CUDA codegen and GPU numerics."""
 
 import importlib.util
 import os
 
 import tilelang.language as T
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
 
 def example(rel):
