@@ -148,3 +148,57 @@ def test_argument_on_wrong_device_index_or_type():
     k = tilelang.compile(matmul(128, 128, 128, 64, 64, 32), out_idx=[2], target="cuda")
     with pytest.raises(tilelang.KernelArgumentError, match="cuda"):
         k(torch.randn(128, 128).half(), torch.randn(128, 128).half())
+
+
+@pytest.mark.parametrize("K", [32, 64, 320])
+def test_pipeline_trip_counts_below_and_above_the_stage_count(K):
+    f = matmul(128, 128, K, 64, 64, 32, num_stages=4)
+    k = tilelang.compile(f, out_idx=[2], target="cuda")
+    a, b = rand((128, K), "float16"), rand((K, 128), "float16")
+    torch.testing.assert_close(k(a, b).double(), ref_gemm(a, b, False, False), rtol=2e-2, atol=5e-2)
+
+
+def test_pipeline_with_dynamic_trip_count():
+    K = T.dynamic("K")
+
+    @T.prim_func
+    def main(A: T.Tensor((128, K), "float16"), B: T.Tensor((K, 128), "float16"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=3):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    k = tilelang.compile(main, out_idx=[2], target="cuda")
+    for kk in (32, 96, 1000):
+        a, b = rand((128, kk), "float16"), rand((kk, 128), "float16")
+        torch.testing.assert_close(k(a, b).double(), ref_gemm(a, b, False, False), rtol=2e-2,
+                                   atol=5e-2)
+
+
+def test_manual_stage_and_order():
+    M = N = K = 256
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // 32, num_stages=2, order=[0, 1, 2], stage=[0, 0, 1]):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    k = tilelang.compile(main, out_idx=[2], target="cuda")
+    a, b = rand((M, K), "float16"), rand((K, N), "float16")
+    torch.testing.assert_close(k(a, b).double(), ref_gemm(a, b, False, False), rtol=2e-2, atol=5e-2)
