@@ -21,3 +21,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Tests compile into a cache of their own, so they never read a stale user cache."""
+    old = os.environ.get("TILELANG_CACHE_DIR")
+    os.environ["TILELANG_CACHE_DIR"] = str(tmp_path_factory.mktemp("tilelang_cache"))
+    yield
+    if old is None:
+        os.environ.pop("TILELANG_CACHE_DIR", None)
+    else:
+        os.environ["TILELANG_CACHE_DIR"] = old

@@ -19,6 +19,6 @@ from .errors import (  # noqa: F401
     LoweringError,
     TileLangError,
 )
-from .jit import JITKernel, compile, jit  # noqa: F401
+from .jit import JITKernel, clear_cache, compile, disable_cache, enable_cache, jit  # noqa: F401
 from .transform.pass_config import PassConfigKey  # noqa: F401
 from .utils.tensor import TensorSupplyType  # noqa: F401

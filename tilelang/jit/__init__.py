@@ -11,6 +11,8 @@ from tvm import tirx
 from ..engine.target import resolve
 from ..errors import TileLangError
 from ..transform import pass_config
+from . import cache
+from .cache import clear_cache, disable_cache, enable_cache
 from .kernel import JITKernel, build, normalize_out_idx
 
 EXECUTION_BACKENDS = ("auto", "tvm_ffi", "cython", "ctypes", "dlpack", "torch", "nvrtc")
@@ -38,12 +40,27 @@ def compile(
         tgt = tgt.with_host(resolve(target_host))
     outs = normalize_out_idx(out_idx, len(func.params))
     configs = pass_config.normalize(pass_configs)
+    key = cache.key_of(func, tgt, outs, configs) if cache.is_enabled() else None
+    hit = cache.load(key) if key else None
+    if hit is not None:
+        rt_mod, meta = hit
+        return JITKernel(func, rt_mod, tgt, outs, configs, device_source=meta.get("source"))
     with pass_config.scope(configs), tvm.transform.PassContext(config=pass_config.tvm_config()):
         rt_mod, source = build(func, tgt)
     kernel = JITKernel(func, rt_mod, tgt, outs, configs, device_source=source)
+    if key and _storable(tgt):
+        cache.store(key, rt_mod, {"source": kernel.get_kernel_source(), "target": str(tgt)})
     if verbose:
         print(kernel.get_kernel_source())
     return kernel
+
+
+def _storable(target) -> bool:
+    """CPU kernels always; CUDA kernels only where they were compiled to binaries (a GPU is
+    visible), since elsewhere the module holds source only."""
+    from ..engine.target import cuda_available, is_cpu
+
+    return is_cpu(target) or cuda_available()
 
 
 class _JITFunction:
@@ -94,4 +111,4 @@ def jit(
     return lambda fn: _JITFunction(fn, options)
 
 
-__all__ = ["JITKernel", "compile", "jit"]
+__all__ = ["JITKernel", "clear_cache", "compile", "disable_cache", "enable_cache", "jit"]

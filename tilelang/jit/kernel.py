@@ -57,9 +57,9 @@ class JITKernel:
     # sources -------------------------------------------------------------------------
     def get_kernel_source(self) -> str:
         """The device code: CUDA C for GPU targets, LLVM IR for the CPU."""
-        if is_cpu(self.target):
-            return self.rt_mod.mod.inspect_source("ll")
-        return self.device_source or _device_module(self.rt_mod).inspect_source()
+        if self.device_source is None:
+            self.device_source = _source_of(self.rt_mod, self.target)
+        return self.device_source
 
     def get_ptx(self) -> str:
         """The PTX of the kernel (compiled here with NVRTC or nvcc; no GPU needed)."""
@@ -77,7 +77,8 @@ class JITKernel:
         print(self.get_ptx())
 
     def get_host_source(self) -> str:
-        return self.rt_mod.mod.inspect_source("ll")
+        """The host code (LLVM IR); not available for a kernel loaded from the cache."""
+        return _host_module(self.rt_mod).inspect_source("ll")
 
     # tools -----------------------------------------------------------------------------
     def get_profiler(self, tensor_supply_type: Any = None):
@@ -102,9 +103,16 @@ class JITKernel:
                f"{[p.name for p in self.params]}, out_idx={self.out_idx})"
 
 
-def _device_module(rt_mod):
-    for m in rt_mod.mod.imports:
-        return m
+def _host_module(rt_mod):
+    return getattr(rt_mod, "mod", rt_mod)
+
+
+def _source_of(rt_mod, target: Target) -> str:
+    host = _host_module(rt_mod)
+    if is_cpu(target):
+        return host.inspect_source("ll")
+    for m in host.imports:
+        return m.inspect_source()
     raise RuntimeError("the compiled module has no device code")
 
 

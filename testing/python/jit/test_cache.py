@@ -1,0 +1,99 @@
+"""The on-disk cache: a second process gets the compiled kernel back."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import tilelang
+
+PROGRAM = textwrap.dedent('''
+    import sys, time, torch
+    import tilelang, tilelang.language as T
+
+    def add(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] + 1
+        return main
+
+    f = add(64)
+    t = time.perf_counter()
+    k = tilelang.compile(f, out_idx=[1], target="cpu")
+    ms = (time.perf_counter() - t) * 1e3
+    a = torch.randn(64)
+    assert torch.allclose(k(a), a + 1)
+    print(f"{ms:.1f}")
+''')
+
+
+def run(tmp_path, env_extra):
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    env = {**os.environ, **env_extra}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_hits_the_cache(tmp_path):
+    env = {"TILELANG_CACHE_DIR": str(tmp_path / "cache")}
+    run(tmp_path, env)
+    entries = list((tmp_path / "cache" / "kernels").iterdir())
+    assert len(entries) == 1 and (entries[0] / "kernel.so").exists()
+    run(tmp_path, env)  # loads the stored library (and still computes the right answer)
+    assert len(list((tmp_path / "cache" / "kernels").iterdir())) == 1
+
+
+def test_disable_cache_env(tmp_path):
+    env = {"TILELANG_CACHE_DIR": str(tmp_path / "cache"), "TILELANG_DISABLE_CACHE": "1"}
+    run(tmp_path, env)
+    assert not (tmp_path / "cache" / "kernels").exists()
+
+
+def test_key_depends_on_program_and_target():
+    from tilelang.jit.cache import key_of
+    from tilelang.engine.target import resolve
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                A[i] = 0.0
+
+    @T.prim_func
+    def g(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                A[i] = 1.0
+
+    cpu, cuda = resolve("cpu"), resolve("cuda -arch=sm_80")
+    assert key_of(f, cpu, [], {}) == key_of(f, cpu, [], {})
+    assert key_of(f, cpu, [], {}) != key_of(g, cpu, [], {})
+    assert key_of(f, cpu, [], {}) != key_of(f, cuda, [], {})
+    assert key_of(f, cpu, [], {}) != key_of(f, cpu, [0], {})
+
+
+def test_disable_cache_function(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    tilelang.disable_cache()
+    try:
+        import tilelang.language as T
+
+        @T.prim_func
+        def f(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=8) as bx:
+                for i in T.Parallel(8):
+                    A[i] = 2.0
+
+        k = tilelang.compile(f, target="cpu")
+        a = torch.zeros(8)
+        k(a)
+        assert torch.all(a == 2) and not (tmp_path / "kernels").exists()
+    finally:
+        tilelang.enable_cache()
