@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 
 from . import language  # noqa: F401  (registers the tile operators)
 from . import layout  # noqa: F401
+from .autotuner import autotune  # noqa: F401
 from .engine import lower  # noqa: F401
 from .errors import (  # noqa: F401
     CompileError,

@@ -70,7 +70,7 @@ class _JITFunction:
         self.fn = fn
         self.options = options
         self._kernels: dict = {}
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
         key = (args, tuple(sorted(kwargs.items())))
