@@ -28,11 +28,14 @@ n = 8192
 for dtype in ("float16", "bfloat16"):
     a = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
     b = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
+    ref = (a.float() @ b.float()).to(a.dtype).float()
     for tiles in ((128, 128, 32, 128), (128, 128, 64, 128), (128, 256, 32, 256)):
         res = {}
         for name, stages, order in (("producer-first", 3, None), ("consumer-first", 3, [1, 2, 0]),
                                     ("4st consumer-first", 4, [1, 2, 0]), ("1 stage", 1, None)):
             k = tilelang.compile(matmul(n, *tiles, stages, dtype, order), out_idx=[2])
+            err = float((k(a, b).float() - ref).abs().max())
+            assert err < 4.0, (name, tiles, err)
             ms = bench_ms(lambda: k(a, b))
             res[name] = 2 * n ** 3 / ms * 1e-9
         print(dtype, tiles, {k: round(v, 1) for k, v in res.items()},
