@@ -14,7 +14,6 @@ thread computes when a ``T.Parallel`` loop is partitioned by the layout.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -269,47 +268,39 @@ def _split(total: int, want: int) -> int:
 
 
 def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str = "") -> Fragment:
-    """Threads laid along the last dimension (``vec`` consecutive elements each), then the
-    others; what is left over becomes registers, spare threads become replicas."""
+    """Threads laid along the last dimension (``vec`` consecutive elements each), then along
+    the others; what is left over becomes registers, spare threads become replicas.  Extents
+    are padded to powers of two (the lowering guards the padding)."""
     shape = [int(s) for s in shape]
     nd = len(shape)
-    dims: list[list[Factor]] = [[] for _ in range(nd)]
-    threads_left, tstride, rstride = num_threads, 1, 1
-    padded = [_pow2_ceil(s) if s not in (0,) else 1 for s in shape]
-    # innermost: vector registers of the last dim
-    v = _split(padded[-1], vec)
-    plan: list[tuple[int, list]] = []
-    per_dim_thread = [1] * nd
-    rem = list(padded)
+    rem = [_pow2_ceil(max(1, s)) for s in shape]
+    v = _split(rem[-1], vec)
     rem[-1] //= v
-    for d in reversed(range(nd)):
-        t = _split(rem[d], threads_left)
-        per_dim_thread[d] = t
-        threads_left //= t
-        rem[d] //= t
-    # register strides: innermost dims fastest; vector innermost of all
-    reg_order = []  # (dim, extent, is_vec)
+    threads, left = [1] * nd, num_threads
+    for d in reversed(range(nd)):  # threads fastest along the last dim
+        threads[d] = _split(rem[d], left)
+        left //= threads[d]
+        rem[d] //= threads[d]
+    # register index: the vector innermost, then the leftover digits, last dim fastest
+    reg_stride, s = {}, 1
     for d in reversed(range(nd)):
         if d == nd - 1:
-            reg_order.append((d, v, True))
-        reg_order.append((d, rem[d], False))
-    reg_stride = {}
-    s = 1
-    for d, e, is_vec in reg_order:
-        reg_stride[(d, is_vec)] = s
-        s *= e
-    tstride = 1
-    tstrides = {}
+            reg_stride[(d, True)] = s
+            s *= v
+        reg_stride[(d, False)] = s
+        s *= rem[d]
+    t_stride, t = {}, 1
     for d in reversed(range(nd)):
-        tstrides[d] = tstride
-        tstride *= per_dim_thread[d]
+        t_stride[d] = t
+        t *= threads[d]
+    dims = []
     for d in range(nd):
         fs = [Factor(d, rem[d], REG, reg_stride[(d, False)]),
-              Factor(d, per_dim_thread[d], THREAD, tstrides[d])]
+              Factor(d, threads[d], THREAD, t_stride[d])]
         if d == nd - 1:
             fs.append(Factor(d, v, REG, reg_stride[(d, True)]))
-        dims[d] = [x for x in fs if x.extent > 1] or [Factor(d, 1, REG, 1)]
-    replicas = [Factor(-1, threads_left, THREAD, tstride)] if threads_left > 1 else []
+        dims.append([x for x in fs if x.extent > 1] or [Factor(d, 1, REG, 1)])
+    replicas = [Factor(-1, left, THREAD, t)] if left > 1 else []
     return Fragment.from_factors(shape, dims, replicas, name=name or "elementwise")
 
 
@@ -380,4 +371,4 @@ def _np_inverse(f: Fragment, tx, r) -> list:
 
 
 __all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "check_ownership",
-           "THREAD", "REG", "itertools"]
+           "THREAD", "REG"]

@@ -13,7 +13,6 @@ CPU: unchanged.
 
 from __future__ import annotations
 
-import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -232,4 +231,4 @@ def LowerParallelLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(body)
 
 
-__all__ = ["LowerParallelLoops", "VECTORIZE", "np"]
+__all__ = ["LowerParallelLoops", "VECTORIZE"]
