@@ -24,9 +24,12 @@ def _group(row_elems: int, elem_bytes: int) -> tuple[int, int, int]:
 
 
 def can_swizzle(row_elems: int, dtype: str) -> bool:
+    """Rows made of whole 16-byte chunks, a power of two of them below 8 or a multiple of 8."""
     eb = tvm.DataType(dtype).bits // 8
     chunk, group, _ = _group(row_elems, max(1, eb))
-    return eb >= 1 and row_elems % chunk == 0 and group >= 2 and (group & (group - 1)) == 0
+    chunks = row_elems // chunk if eb >= 1 else 0
+    return (eb >= 1 and row_elems % chunk == 0 and group >= 2 and (group & (group - 1)) == 0
+            and chunks % group == 0)
 
 
 def swizzle_offset(row, col, row_elems: int, dtype: str):

@@ -35,6 +35,7 @@ class LowerContext:
     layouts: dict = field(default_factory=dict)  # fragment buffer handle -> Fragment
     swizzled: set = field(default_factory=set)  # shared buffer handles laid out swizzled
     async_copy: bool = False  # inside a pipelined loop's producer statement
+    in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
 
     def layout(self, buf):
         return self.layouts.get(buf.__chandle__())

@@ -12,7 +12,7 @@ from typing import Any
 
 from tvm import tirx
 
-from ..errors import TileOpError
+from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -101,8 +101,8 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     if frag is not None:
         buf = R.buffer_of(frag)
         if not R.same_shape(R.extents(frag), buf.shape):
-            raise TileOpError(f"T.copy: on CUDA a fragment ({buf.name}) is copied whole, not as "
-                              f"the slice {R.describe(frag)}")
+            raise LoweringError(f"T.copy: on CUDA a fragment ({buf.name}) is copied whole, not as "
+                                f"the slice {R.describe(frag)}")
         other = op.dst if frag is op.src else op.src
         lay = ctx.layout(buf)
         if not R.same_shape(R.squeeze(R.extents(other)), R.squeeze(buf.shape)) or \

@@ -156,6 +156,13 @@ def _tile_ptr(region):
     return tirx.address_of(tirx.BufferLoad(buf, [r.min for r in region.region]))
 
 
+def _swizzled(buf, ctx: LowerContext) -> bool:
+    """Whether PlanSharedMemory lays the tile out swizzled (the template must agree)."""
+    from ..layout.swizzle import can_swizzle
+
+    return buf.__chandle__() in ctx.swizzled and can_swizzle(int(buf.shape[-1]), buf.dtype)
+
+
 @Gemm.lowering("cuda")
 def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """``tl::gemm_ss`` (A, B in shared memory) or ``tl::gemm_rs`` (A in registers): ldmatrix +
@@ -170,6 +177,12 @@ def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
             f"A {A.dtype}, B {B.dtype}, C {C.dtype}")
     if R.scope_of(op.B) not in ("shared", "shared.dyn"):
         raise LoweringError(f"T.gemm on CUDA needs B ({B.name}) in shared memory")
+    if A.scope() not in ("shared", "shared.dyn", "local.fragment"):
+        raise LoweringError(f"T.gemm on CUDA needs A ({A.name}) in shared memory or a fragment, "
+                            f"not {A.scope()!r}")
+    if A.scope() == "local.fragment" and loops.elem_bytes(A.dtype) != 2:
+        raise LoweringError(f"T.gemm: a register A operand ({A.name}) must be float16 or "
+                            f"bfloat16 on CUDA, got {A.dtype}; stage it in shared memory")
     if C.scope() != "local.fragment":
         raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
     wm, wn = warp_grid(op.policy, m, n, max(1, ctx.num_threads // 32))
@@ -178,7 +191,7 @@ def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
         raise LoweringError(f"T.gemm: K = {k} must be a multiple of {step} for {A.dtype} on CUDA")
     c_ptr = tirx.address_of(tirx.BufferLoad(C, [0] * len(C.shape)))
     b_row = int(B.shape[-1])
-    b_swz = "true" if B.__chandle__() in ctx.swizzled else "false"
+    b_swz = "true" if _swizzled(B, ctx) else "false"
     tb = "true" if op.transpose_B else "false"
     if A.scope() == "local.fragment":
         if op.transpose_A:
@@ -188,7 +201,7 @@ def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
         a_ptr = tirx.address_of(tirx.BufferLoad(A, [0] * len(A.shape)))
     else:
         a_row = int(A.shape[-1])
-        a_swz = "true" if A.__chandle__() in ctx.swizzled else "false"
+        a_swz = "true" if _swizzled(A, ctx) else "false"
         ta = "true" if op.transpose_A else "false"
         fn = (f"tl::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {ta}, {tb}, {a_row}, {b_row}, {a_swz}, "
               f"{b_swz}, {_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}>")

@@ -32,7 +32,7 @@ from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
 from ..ops.copy import Copy
-from .ir import StmtMutator, find_all, seq, substitute
+from .ir import map_nodes, StmtMutator, find_all, seq, substitute
 from .lower_tile_ops import ASYNC_COPY
 from .passes import function_pass, target_of
 
@@ -96,7 +96,7 @@ def _stage_accesses(node, remap: dict, stage):
             return r
         return tirx.BufferRegion(new, [Range.from_min_extent(stage, 1)] + list(r.region))
 
-    return tvm_ffi.structural_map(node, [(tvm.ir.TensorLoad, on_load),
+    return map_nodes(node, [(tvm.ir.TensorLoad, on_load),
                                          (tirx.BufferStore, on_store),
                                          (tvm.ir.TensorRegion, on_region)])
 

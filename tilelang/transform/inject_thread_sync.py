@@ -4,7 +4,8 @@ to each other.
 Expects: lowered kernels (explicit shared accesses, per-thread loops from
 ``LowerParallelLoops``).  Guarantees: between a statement that writes a shared tile and a later
 one that reads or writes it (and between a read and a later write), at block level, there is
-a barrier; loop-carried hazards get one at the top of the loop body.  Analysis is per tile
+a barrier; a loop-carried hazard gets one before the first statement of the body that
+conflicts with the end of the previous iteration.  Analysis is per tile
 (not per element), so it errs towards more barriers.  Barriers are only placed in
 block-uniform code: never inside per-thread loops or under conditions on the thread index.
 ``cp.async`` is left to the pipeline's own waits and barriers.  CPU: unchanged.

@@ -67,6 +67,31 @@ def find_all(node: Any, types, pred: Callable[[Any], bool] = lambda _: True) -> 
     return found
 
 
+def map_nodes(node: Any, callbacks) -> Any:
+    """``tvm_ffi.structural_map`` whose callbacks may raise: the exception comes out with its
+    own type (crossing TVM's FFI would turn it into a RuntimeError)."""
+    errors: list[BaseException] = []
+
+    def guard(fn):
+        def run(x):
+            if errors:
+                return x
+            try:
+                return fn(x)
+            except Exception as err:  # re-raised below, after the map unwinds
+                errors.append(err)
+                return x
+
+        return run
+
+    if not isinstance(callbacks, list):
+        callbacks = [callbacks]
+    out = tvm_ffi.structural_map(node, [(t, guard(fn)) for t, fn in callbacks])
+    if errors:
+        raise errors[0]
+    return out
+
+
 def _key(obj) -> int:
     return obj.__chandle__()
 
@@ -80,7 +105,7 @@ def substitute(node: Any, vmap: dict) -> Any:
     def on_var(v):
         return table.get(_key(v), v)
 
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, on_var))
+    return map_nodes(node, (tvm.ir.Var, on_var))
 
 
 def remap_buffers(node: Any, fn: Callable[[Any], Any | None]) -> Any:
@@ -97,7 +122,7 @@ def remap_buffers(node: Any, fn: Callable[[Any], Any | None]) -> Any:
             memo[k] = v if new is None else new
         return memo[k]
 
-    return tvm_ffi.structural_map(node, (tvm.ir.Var, on_var))
+    return map_nodes(node, (tvm.ir.Var, on_var))
 
 
 def uses_var(node: Any, var) -> bool:

@@ -243,7 +243,8 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
         free = [b for b in pending if st.get(b) is None]
         if not free:
             break
-        b = free[0]
+        # the largest free fragment first: reductions and projections derive the smaller ones
+        b = max(free, key=lambda x: (_size(x), -pending.index(x)))
         vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
         st.set(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec), "default")
     for lp in col.loops:
@@ -251,6 +252,13 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], num_threads, vec=1)
     return st, swizzle, col
+
+
+def _size(buf) -> int:
+    n = 1
+    for s in buf.shape:
+        n *= int(s)
+    return n
 
 
 def _propagate(col: _Collect, st: _State) -> None:
@@ -323,10 +331,20 @@ class _Annotate(StmtMutator):
         return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding, ann, s.step)
 
 
+def _check_thread_dims(body) -> None:
+    for a in _attrs(body):
+        if a.attr_key == "thread_extent" and a.node.thread_tag in ("threadIdx.y", "threadIdx.z") \
+                and not (isinstance(a.value, tirx.IntImm) and int(a.value) == 1):
+            raise LoweringError(
+                f"the CUDA lowering maps tiles onto a 1-D block of threads; this kernel has "
+                f"{a.node.thread_tag} = {a.value} (write threads=N instead of a tuple)")
+
+
 @function_pass("tl.LayoutInference")
 def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
+    _check_thread_dims(func.body)
     st, swizzle, _ = infer(func.body, num_threads_of(func.body))
     return func.with_body(_Annotate(st, swizzle)(func.body))
 

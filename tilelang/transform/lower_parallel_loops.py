@@ -6,8 +6,10 @@ Guarantees: every annotated nest becomes ``for r in T.unroll(R): <body at invers
 (innermost register digits vectorized where the lowering asked for it), guarded where the
 layout pads the tile; writes to shared/global memory inside a replicated layout are done by one
 replica only; every fragment becomes a per-thread ``local`` array of its register count and
-every access is rewritten to its register.  Each fragment access in a loop is checked
-exhaustively: the element must live in the thread that computes it, else ``LoweringError``.
+every access is rewritten to its register.  Each fragment access in a loop whose indices are
+functions of the loop variables is checked over every (thread, register): the element must
+live in the thread that computes it, else ``LoweringError``.  A statement outside any
+``T.Parallel`` loop that touches fragment elements runs on the thread that owns them.
 CPU: unchanged.
 """
 
@@ -22,12 +24,13 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import REG, THREAD, Fragment, check_ownership
-from .ir import StmtMutator, peel_parallel, substitute
+from .ir import map_nodes, StmtMutator, peel_parallel, substitute
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
 
 VECTORIZE = "tl.vectorize"
+PARTITIONED = "tl.partitioned"  # marks the per-thread register loop a T.Parallel nest became
 
 
 class _Kernel(StmtMutator):
@@ -82,9 +85,10 @@ class _Kernel(StmtMutator):
             stmt = _guarded(guards, tirx.For(rv, tirx.const(0, "int32"), vec,
                                              tirx.ForKind.VECTORIZED, body))
             return tirx.For(ro, tirx.const(0, "int32"), lay.num_regs // vec,
-                            tirx.ForKind.UNROLLED, stmt)
+                            tirx.ForKind.UNROLLED, stmt, annotations={PARTITIONED: 1})
         stmt = _guarded([a.simplify(g) for g in guards], body)
-        return tirx.For(r, tirx.const(0, "int32"), lay.num_regs, tirx.ForKind.UNROLLED, stmt)
+        return tirx.For(r, tirx.const(0, "int32"), lay.num_regs, tirx.ForKind.UNROLLED, stmt,
+                        annotations={PARTITIONED: 1})
 
     def local_keys(self) -> set:
         return {key(v[2]) for v in self.frags.values()}
@@ -169,7 +173,7 @@ def _rewrite_fragments(body, frags: dict, reg_of):
             return tirx.BufferStore(local, s.value, [reg])
         return s
 
-    return tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load),
+    return map_nodes(body, [(tvm.ir.TensorLoad, on_load),
                                          (tirx.BufferStore, on_store)])
 
 
@@ -203,6 +207,44 @@ def _guard_side_effects(body, cond, local_keys: set):
     return _G()(body)
 
 
+class _OwnerGuard(StmtMutator):
+    """A store outside every ``T.Parallel`` loop that touches fragment elements is made by the
+    threads that hold them (one of them when it writes memory other threads see)."""
+
+    def __init__(self, frags: dict, tx):
+        self.frags, self.tx = frags, tx
+
+    def visit_For(self, s):
+        if PARTITIONED in s.annotations:
+            return s  # already per thread
+        return self.generic(s)
+
+    def visit_BufferStore(self, s):
+        hits = []
+        tvm_ffi.structural_walk(s.value, (tvm.ir.TensorLoad, lambda x: hits.append(
+            (x.source, list(x.indices))) if key(x.source) in self.frags else None))
+        target_is_frag = key(s.buffer) in self.frags
+        if target_is_frag:
+            hits.insert(0, (s.buffer, list(s.indices)))
+        if not hits:
+            return s
+        conds = []
+        for buf, idx in hits:
+            lay = self.frags[key(buf)][1]
+            thread = lay.forward(idx)[0]
+            conds.append(_without_replicas(self.tx, lay) == thread)
+        if not target_is_frag and s.buffer.scope() not in ("local", "local.var"):
+            conds.append(self.frags[key(hits[0][0])][1].replica_index(self.tx) == 0)
+        return _guarded([Analyzer().simplify(c) for c in conds], s)
+
+
+def _without_replicas(tx, lay: Fragment):
+    v = tx
+    for x in lay.replicas:
+        v = v - tirx.floormod(tirx.floordiv(tx, x.stride), x.extent) * x.stride
+    return v
+
+
 def _thread_var(body):
     found = []
 
@@ -224,6 +266,7 @@ def LowerParallelLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     k = _Kernel(tx)
     body = k(func.body)
     # fragment accesses outside any loop (gemm operands, constant-index reads)
+    body = _OwnerGuard(k.frags, tx)(body)
     body = _rewrite_fragments(
         body, k.frags,
         lambda buf, idx: (k.frags[key(buf)][2],

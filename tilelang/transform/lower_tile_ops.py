@@ -29,7 +29,13 @@ class _Lower(StmtMutator):
 
     def visit_For(self, s):
         self.ctx.analyzer.bind(s.loop_var, Range.from_min_extent(s.min, s.extent))
-        return self.generic(s)
+        if s.kind != tirx.ForKind.PARALLEL or self.ctx.in_parallel:
+            return self.generic(s)
+        self.ctx.in_parallel = True
+        try:
+            return self.generic(s)
+        finally:
+            self.ctx.in_parallel = False
 
     def visit_AllocBuffer(self, s):
         if "tl.layout" in s.annotations:

@@ -20,7 +20,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import can_swizzle, swizzle_offset
-from .ir import StmtMutator, seq
+from .ir import map_nodes, StmtMutator, seq
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")
@@ -33,8 +33,15 @@ SMEM_LIMIT = {"sm_70": 96 * 1024, "sm_75": 64 * 1024, "sm_80": 163 * 1024, "sm_8
 
 
 def smem_limit(target) -> int:
+    """The target's ``max_shared_memory_per_block`` when given, else the architecture's."""
+    given = target.attrs.get("max_shared_memory_per_block")
+    if given is not None and int(given) > 0:
+        return int(given)
     arch = str(target.attrs.get("arch", "sm_80"))
-    return SMEM_LIMIT.get(arch, 227 * 1024 if arch >= "sm_90" else 99 * 1024)
+    if arch in SMEM_LIMIT:
+        return SMEM_LIMIT[arch]
+    digits = "".join(c for c in arch[3:] if c.isdigit())
+    return 227 * 1024 if digits and int(digits) >= 90 else 99 * 1024
 
 
 def _key(x):
@@ -118,7 +125,7 @@ def _plan_kernel(body, target):
             return s
         return tirx.BufferStore(hit[1], s.value, [_phys(list(s.indices), hit[0], hit[2], hit[3])])
 
-    body = tvm_ffi.structural_map(body, [(tvm.ir.TensorLoad, on_load),
+    body = map_nodes(body, [(tvm.ir.TensorLoad, on_load),
                                          (tirx.BufferStore, on_store)])
     size = tirx.AttrStmt(tirx.const(0, "int32"), "tirx.dyn_smem_bytes",
                          tirx.IntImm("int64", total), tirx.Evaluate(tirx.const(0, "int32")))

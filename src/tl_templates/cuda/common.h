@@ -19,7 +19,8 @@ TL_DEVICE uint32_t smem_addr(const void* ptr) {
 // The swizzle of a row-major shared tile with ROW elements of EB bytes per row: the 16-byte
 // chunk c of row r moves to chunk c ^ ((r / (8 / C)) % C) within its group of C = min(8,
 // chunks per row) chunks. ldmatrix and cp.async then touch 8 distinct bank groups per phase.
-// tilelang.layout.swizzle builds the same map for the TIR side; the two must agree.
+// tilelang.layout.swizzle builds the same map for the TIR side; the two must agree. Only rows
+// of a power of two (< 8) or a multiple of 8 chunks are swizzled (tilelang decides, SWIZZLE).
 template <int ROW, int EB, bool SWIZZLE>
 struct Tile {
   static constexpr int kChunk = 16 / EB;             // elements per 16-byte chunk

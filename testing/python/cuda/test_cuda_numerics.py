@@ -202,3 +202,34 @@ def test_manual_stage_and_order():
     k = tilelang.compile(main, out_idx=[2], target="cuda")
     a, b = rand((M, K), "float16"), rand((K, N), "float16")
     torch.testing.assert_close(k(a, b).double(), ref_gemm(a, b, False, False), rtol=2e-2, atol=5e-2)
+
+
+def test_histogram_with_element_atomics_in_parallel():
+    @T.prim_func
+    def main(X: T.Tensor((4096,), "int32"), H: T.Tensor((16,), "int32")):
+        with T.Kernel(4096 // 256, threads=128) as bx:
+            for i in T.Parallel(256):
+                T.atomic_add(H[X[bx * 256 + i]], 1)
+
+    k = tilelang.compile(main, target="cuda")
+    x = torch.randint(0, 16, (4096,), dtype=torch.int32, device="cuda")
+    h = torch.zeros(16, dtype=torch.int32, device="cuda")
+    k(x, h)
+    assert torch.equal(h.cpu(), torch.bincount(x.cpu(), minlength=16).int())
+
+
+def test_block_level_fragment_element_read():
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            m = T.alloc_fragment((64,), "float32")
+            T.copy(X, x)
+            T.reduce_max(x, m, dim=1)
+            Y[0] = x[5, 7]
+            Y[1] = m[9]
+
+    k = tilelang.compile(main, out_idx=[1], target="cuda")
+    x = torch.randn(64, 64, device="cuda")
+    y = k(x)
+    assert float(y[0]) == float(x[5, 7]) and float(y[1]) == float(x[9].max())

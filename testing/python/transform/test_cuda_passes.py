@@ -180,3 +180,78 @@ def test_annotated_shared_layout_is_applied():
     tvm_ffi.structural_walk(f.body, (tirx.BufferStore, stores.append))
     s_store = [s for s in stores if s.buffer.name == "S"][0]
     assert "* 16" in str(s_store.indices[0])  # transposed: column index scaled by the row length
+
+
+def test_block_level_fragment_read_runs_on_the_owner():
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, x)
+            Y[0] = x[5, 7]
+
+    f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops)
+    stores = []
+    tvm_ffi.structural_walk(f.body, (tirx.IfThenElse, stores.append))
+    assert any("Y" in str(s.then_case) and "tx" in str(s.condition) for s in stores)
+
+
+def test_element_atomics_inside_parallel_are_not_single_threaded():
+    @T.prim_func
+    def main(X: T.Tensor((128,), "int32"), H: T.Tensor((16,), "int32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                T.atomic_add(H[X[i] % 16], 1)
+
+    f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops)
+    assert "tx == 0" not in f.script() and "tl::atomic_add" in f.script()
+
+
+def test_multi_dim_thread_blocks_are_rejected_on_cuda():
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=(32, 2)) as bx:
+            for i in T.Parallel(64):
+                X[i] = 0.0
+
+    with pytest.raises(LoweringError, match="1-D block of threads"):
+        import tilelang
+
+        tilelang.lower(main, target="cuda -arch=sm_80")
+
+
+def test_ownership_error_keeps_its_type():
+    import tilelang
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((64, 64), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(64, 64):
+                X[i, j] = x[63 - i, j]
+
+    with pytest.raises(LoweringError, match="threads that do not hold"):
+        tilelang.lower(main, target="cuda -arch=sm_80")
+
+
+def test_swizzle_only_for_whole_chunk_groups():
+    from tilelang.layout.swizzle import can_swizzle
+
+    assert can_swizzle(32, "float16") and can_swizzle(64, "float16") and can_swizzle(128, "float16")
+    assert not can_swizzle(96, "float16") and not can_swizzle(48, "float16")
+
+
+def test_gemm_operand_checks():
+    import tilelang
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.gemm(A, B_s, C_f)
+            T.copy(C_f, C)
+
+    with pytest.raises(LoweringError, match="needs A .A. in shared memory or a fragment"):
+        tilelang.lower(main, target="cuda -arch=sm_80")
