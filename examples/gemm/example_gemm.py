@@ -55,8 +55,9 @@ def main(argv=None):
     profiler = kernel.get_profiler()
     profiler.assert_allclose(lambda x, y: (x.float() @ y.float()).half(), rtol=1e-2, atol=1e-2)
     ms = profiler.do_bench()
-    print(f"gemm {M}x{N}x{K} on {kernel.target.kind.name}: matches torch; "
-          f"{ms:.3f} ms, {2 * M * N * K / ms * 1e-9:.2f} TFLOP/s")
+    gflops = 2 * M * N * K / ms * 1e-6
+    rate = f"{gflops / 1e3:.1f} TFLOP/s" if gflops >= 1e3 else f"{gflops:.2f} GFLOP/s"
+    print(f"gemm {M}x{N}x{K} on {kernel.target.kind.name}: matches torch; {ms:.3f} ms, {rate}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,15 @@ def test_kernel_source_includes_headers():
     assert '#include "tl_templates/cuda/tl.h"' in src and "tl::gemm_ss<" in src
 
 
+def test_export_and_show_ptx(tmp_path, capsys):
+    k = tilelang.compile(matmul(128, 128, 128, 64, 64, 32), out_idx=[2], target="cuda -arch=sm_80")
+    path = tmp_path / "k.ptx"
+    k.export_ptx(str(path))
+    assert ".target sm_80" in path.read_text()
+    k.show_ptx()
+    assert "mma.sync" in capsys.readouterr().out
+
+
 def test_compile_error_shows_message_and_saved_source(tmp_path, monkeypatch):
     from tilelang.engine.cuda import nvcc_compile
     from tilelang.errors import CompileError
