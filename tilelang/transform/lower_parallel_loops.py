@@ -113,15 +113,19 @@ class _Kernel(StmtMutator):
         return _rewrite_fragments(body, self.frags, reg_of)
 
     def check(self, buf, lay, indices, loop_vars, loop_lay):
+        shown = ", ".join(str(e) for e in indices)
+
         def index_fn(idx_arrays):
             env = {key(v): a for v, a in zip(loop_vars, idx_arrays)}
             try:
                 return [np_eval(e, env) for e in indices]
-            except NotEvaluable:
-                return None
+            except NotEvaluable as what:
+                raise LoweringError(
+                    f"fragment {buf.name}[{shown}] is indexed by {what} inside a T.Parallel "
+                    "loop; a fragment index may only depend on the loop's own variables "
+                    "(stage the data in shared memory for other access patterns)") from None
 
         if not check_ownership(loop_lay, lay, index_fn):
-            shown = ", ".join(str(e) for e in indices)
             raise LoweringError(
                 f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop whose "
                 f"layout {loop_lay} puts that work on threads that do not hold the element "
