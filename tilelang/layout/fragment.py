@@ -21,7 +21,7 @@ import numpy as np
 from tvm import tirx
 from tvm.sym import Analyzer
 
-from .layout import Layout, _as_list
+from .layout import Layout
 
 THREAD = "thread"
 REG = "reg"

@@ -48,7 +48,7 @@ def make_swizzled_layout(buffer, k_major: bool = True) -> Layout:
     shape = [int(s) for s in buffer.shape]
     if len(shape) < 2 or not can_swizzle(shape[-1], buffer.dtype):
         return Layout(shape, lambda *i: list(i))
-    rows, row_elems = shape[-2], shape[-1]
+    row_elems = shape[-1]
 
     def fn(*idx):
         *lead, r, c = idx

@@ -23,7 +23,7 @@ from tvm.sym import Analyzer
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
-from ..layout.fragment import REG, THREAD, Fragment, check_ownership
+from ..layout.fragment import REG, Fragment, check_ownership
 from .ir import map_nodes, StmtMutator, peel_parallel, substitute
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import tvm
 from tvm import tirx
 from tvm.sym import Analyzer
 
