@@ -40,14 +40,16 @@ def template_dir() -> str:
                        "package; install tilelang from its repository (pip install -e .)")
 
 
-def add_headers(code: str) -> str:
-    """The kernel source with tilelang's device headers included after TVM's preamble."""
+def add_headers(code: str, prelude: str = "") -> str:
+    """The kernel source with tilelang's device headers (and the kernel's ``prelude`` text)
+    included after TVM's preamble."""
     if INCLUDE_LINE in code:
         return code
+    extra = INCLUDE_LINE + (prelude.rstrip("\n") + "\n" if prelude else "")
     marker = code.find('extern "C" __global__')
     if marker < 0:
-        return INCLUDE_LINE + code
-    return code[:marker] + INCLUDE_LINE + code[marker:]
+        return extra + code
+    return code[:marker] + extra + code[marker:]
 
 
 def arch_of(target: Target) -> str:
@@ -114,31 +116,35 @@ def compile_source(code: str, target: Target, fmt: str = "cubin") -> bytes:
     return nvcc_compile(code, arch, fmt)
 
 
-# The target of the build in progress (the compile hook has no other way to learn it).
+# The target and prelude of the build in progress (the hooks have no other way to learn them).
 _building: contextvars.ContextVar[Target | None] = contextvars.ContextVar("tl_target", default=None)
+_prelude: contextvars.ContextVar[str] = contextvars.ContextVar("tl_prelude", default="")
 
 
 class building:
     """``with building(target):`` around ``tvm.compile`` so the hooks see the target and the
     generated source can be read back."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, prelude: str = ""):
         self.target = target
+        self.prelude = prelude
         self.sources: list[str] = []
 
     def __enter__(self):
         self._t = _building.set(self.target)
+        self._p = _prelude.set(self.prelude)
         self._s = _captured.set(self.sources)
         return self
 
     def __exit__(self, *exc):
         _building.reset(self._t)
+        _prelude.reset(self._p)
         _captured.reset(self._s)
 
 
 @tvm_ffi.register_global_func("tvm_callback_cuda_postproc", override=True)
 def _postproc(code, *_rest):
-    code = add_headers(str(code))
+    code = add_headers(str(code), _prelude.get())
     sink = _captured.get()
     if sink is not None:
         sink.append(code)

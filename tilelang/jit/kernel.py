@@ -116,6 +116,14 @@ def _source_of(rt_mod, target: Target) -> str:
     raise RuntimeError("the compiled module has no device code")
 
 
+def _prelude_of(func: tirx.PrimFunc) -> str:
+    """The ``T.Kernel(prelude=...)`` texts of ``func`` (device code placed before the kernel)."""
+    from ..transform.ir import find_all
+
+    found = find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "tl.prelude")
+    return "\n".join(str(a.value.value) for a in found)
+
+
 def build(func: tirx.PrimFunc, target: Target) -> tuple[Any, str | None]:
     """Run the tilelang pipeline and TVM's codegen on ``func``: the runtime module and, for
     CUDA, the kernel source that was compiled."""
@@ -123,6 +131,6 @@ def build(func: tirx.PrimFunc, target: Target) -> tuple[Any, str | None]:
 
     name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
     mod = tvm.IRModule({name: func})
-    with original_errors(), cuda.building(target) as b:
+    with original_errors(), cuda.building(target, _prelude_of(func)) as b:
         rt_mod = tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
     return rt_mod, (b.sources[-1] if b.sources else None)

@@ -108,9 +108,9 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
         if not R.same_shape(R.squeeze(R.extents(other)), R.squeeze(buf.shape)) or \
                 len(R.squeeze(buf.shape)) != len(buf.shape):
             return loops.with_layout(elementwise_copy(op, ctx), lay)
-        vec = loops.vector_width([op.src, op.dst], ctx.analyzer, max_bytes=16)
+        vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer, max_bytes=16))
         return loops.with_layout(elementwise_copy(op, ctx), lay, vec)
-    vec = loops.vector_width([op.src, op.dst], ctx.analyzer)
+    vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
     shape = [R.as_int(e) for e in op.shape()]
     if any(e is None for e in shape):
         raise TileOpError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
@@ -122,6 +122,14 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 
     return loops.with_layout(elementwise_copy(op, ctx), elementwise(shape, ctx.num_threads, vec),
                              vec)
+
+
+def _capped(op: Copy, vec: int) -> int:
+    """``coalesced_width`` (elements), when given, bounds the vector width."""
+    w = int(op.coalesced_width or 0)
+    while w > 0 and vec > w:
+        vec //= 2
+    return max(1, vec)
 
 
 def _cp_async(op: Copy, ctx: LowerContext, shape, vec: int, nbytes: int) -> tirx.Stmt:

@@ -332,6 +332,9 @@ class _Annotate(StmtMutator):
 
 
 def _check_thread_dims(body) -> None:
+    n = num_threads_of(body)
+    if n > 1024:
+        raise LoweringError(f"T.Kernel asks for {n} threads per block; CUDA allows at most 1024")
     for a in _attrs(body):
         if a.attr_key == "thread_extent" and a.node.thread_tag in ("threadIdx.y", "threadIdx.z") \
                 and not (isinstance(a.value, tirx.IntImm) and int(a.value) == 1):

@@ -93,3 +93,34 @@ def test_shared_memory_limit_is_reported():
     with pytest.raises(LoweringError, match="bytes of shared memory"):
         tilelang.compile(matmul(1024, 1024, 1024, 256, 256, 128, num_stages=4), out_idx=[2],
                          target="cuda -arch=sm_80")
+
+
+def test_prelude_and_coalesced_width():
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128, prelude="__device__ int tl_test_marker = 7;") as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            T.copy(A, S, coalesced_width=2)
+            T.copy(S, B)
+
+    k = tilelang.compile(main, target="cuda -arch=sm_80")
+    src = k.get_kernel_source()
+    assert "tl_test_marker = 7" in src
+    ptx = k.get_ptx()
+    assert "ld.global.v4" not in ptx.split("st.shared")[0]  # the first copy moves 2 halves at a time
+
+
+def test_too_many_threads_is_an_error():
+    import tilelang.language as T
+    from tilelang.errors import LoweringError
+
+    @T.prim_func
+    def main(A: T.Tensor((2048,), "float32")):
+        with T.Kernel(1, threads=2048) as bx:
+            for i in T.Parallel(2048):
+                A[i] = 0.0
+
+    with pytest.raises(LoweringError, match="at most 1024"):
+        tilelang.compile(main, target="cuda -arch=sm_80")
