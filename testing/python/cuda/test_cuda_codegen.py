@@ -124,3 +124,63 @@ def test_too_many_threads_is_an_error():
 
     with pytest.raises(LoweringError, match="at most 1024"):
         tilelang.compile(main, target="cuda -arch=sm_80")
+
+
+def rs_gemm(policy):
+    """P = softmax-like fragment (fp16, from a first gemm) times V: the register-A path."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), "float16"), K: T.Tensor((64, 64), "float16"),
+             V: T.Tensor((64, 64), "float16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            Qs = T.alloc_shared((64, 64), "float16")
+            Ks = T.alloc_shared((64, 64), "float16")
+            Vs = T.alloc_shared((64, 64), "float16")
+            S = T.alloc_fragment((64, 64), "float32")
+            P = T.alloc_fragment((64, 64), "float16")
+            Of = T.alloc_fragment((64, 64), "float32")
+            T.copy(Q, Qs)
+            T.copy(K, Ks)
+            T.copy(V, Vs)
+            T.clear(S)
+            T.clear(Of)
+            T.gemm(Qs, Ks, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+            T.copy(S, P)
+            T.gemm(P, Vs, Of, policy=policy)
+            T.copy(Of, O)
+
+    return main
+
+
+@pytest.mark.parametrize("policy", ["FullRow", "FullCol", "Square"])
+def test_gemm_policies_compile(policy):
+    import tilelang.language as T
+
+    pol = getattr(T.GemmWarpPolicy, policy)
+    _, ptx = ptx_of(matmul(256, 256, 256, 128, 128, 32, policy=pol), [2], "sm_80")
+    assert "mma.sync" in ptx and ".local" not in ptx
+
+
+def test_register_operand_gemm_compiles():
+    import tilelang.language as T
+
+    _, ptx = ptx_of(rs_gemm(T.GemmWarpPolicy.FullRow), [3], "sm_90a")
+    assert ptx.count("mma.sync") >= 2 and ".local" not in ptx
+
+
+def test_register_operand_with_a_different_warp_grid_is_a_layout_conflict():
+    import tilelang.language as T
+    from tilelang.errors import LoweringError
+
+    with pytest.raises(LoweringError, match="layout conflict on fragment"):
+        tilelang.compile(rs_gemm(T.GemmWarpPolicy.FullCol), out_idx=[3], target="cuda -arch=sm_80")
+
+
+@pytest.mark.parametrize("tA,tB", [(False, False), (True, True)])
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_gather_fragment_paths_compile(dtype, tA, tB):
+    accum = "int32" if dtype == "int8" else "float32"
+    _, ptx = ptx_of(matmul(200, 136, 96, 64, 64, 32, tA, tB, dtype=dtype, accum=accum), [2],
+                    "sm_90a")
+    assert "mma.sync" in ptx and ".local" not in ptx
