@@ -24,7 +24,7 @@ def test_gemm_fp32_transposes(M, N, K, tA, tB):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("tA,tB", [(False, False), (True, True)])
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)])
 def test_gemm_low_precision_accumulates_in_fp32(dtype, tA, tB):
     M, N, K = 257, 129, 65
     k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, dtype, out_dtype="float32", num_stages=2),
