@@ -109,7 +109,7 @@ def main(argv=None):
                    "threads": cfg[3], "stages": cfg[4], "ours": tf(ms), "cublas": tf(cublas),
                    "ours/cublas": cublas / ms, "max_err": err, "compile_s": compile_s}
             # the same tiles with 3 stages (async) and with 1 (sync: no cp.async, no
-            # pipelining), for the best tiles and for the example's 128x128x32
+            # pipelining), for the best tiles and for 128x256x32
             for tag, tiles in (("best", cfg[:4]), ("128x256x32", (128, 256, 32, 256))):
                 k3 = tilelang.compile(matmul(n, n, n, *tiles, 3, dtype), out_idx=[2],
                                       target="cuda", pass_configs=sm80)

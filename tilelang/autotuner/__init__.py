@@ -37,8 +37,11 @@ class _AutoTuned:
 
     def __call__(self, *args: Any, **kwargs: Any):
         key = (args, tuple(sorted(kwargs.items())))
-        if key in self._best:
-            return self._best[key]
+        try:
+            if key in self._best:
+                return self._best[key]
+        except TypeError:  # unhashable arguments: tune every time, like tilelang.jit
+            key = None
         configs = self.configs(*args, **kwargs) if callable(self.configs) else self.configs
         best, failures, start = None, [], time.time()
         for cfg in configs:
@@ -52,7 +55,7 @@ class _AutoTuned:
                     prof.assert_allclose(self.ref_prog, atol=self.atol, rtol=self.rtol,
                                          max_mismatched_ratio=self.ratio)
                 ms = prof.do_bench(warmup=self.warmup, rep=self.rep)
-            except (TileLangError, AssertionError, ValueError) as err:
+            except Exception as err:  # a failing configuration is skipped, not fatal
                 failures.append((cfg, f"{type(err).__name__}: {str(err).splitlines()[0]}"))
                 continue
             if self.verbose:
@@ -65,7 +68,8 @@ class _AutoTuned:
         kernel, ms, cfg = best
         kernel.config, kernel.latency = dict(cfg), ms
         kernel.autotune_failures = failures
-        self._best[key] = kernel
+        if key is not None:
+            self._best[key] = kernel
         return kernel
 
 
@@ -76,7 +80,8 @@ def autotune(configs: Sequence[dict] | Callable | None = None, warmup: float = 2
              cache_input_tensors: bool = False, verbose: bool = False):
     """Stack over ``@tilelang.jit``: the decorated call returns the fastest kernel over
     ``configs`` (a list of keyword-argument dicts, or a function of the call's arguments that
-    returns one), timed with ``do_bench(warmup, rep)`` and checked against ``ref_prog``."""
+    returns one), timed with ``do_bench(warmup, rep)`` and checked against ``ref_prog``.
+    ``cache_input_tensors`` is accepted for compatibility; inputs are made once per config."""
     if configs is None:
         raise TileLangError("tilelang.autotune needs configs=[{...}, ...] (or a function "
                             "returning them)")

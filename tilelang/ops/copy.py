@@ -113,7 +113,7 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
     shape = [R.as_int(e) for e in op.shape()]
     if any(e is None for e in shape):
-        raise TileOpError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
+        raise LoweringError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
     if ctx.async_copy and s_scope == "global" and d_scope.startswith("shared"):
         nbytes = vec * loops.elem_bytes(R.buffer_of(op.dst).dtype)
         if nbytes in (4, 8, 16):

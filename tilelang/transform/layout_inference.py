@@ -92,6 +92,7 @@ class _Loop:
     vars: list
     extents: list
     accesses: list  # (buffer, indices)
+    inner: set = field(default_factory=set)  # handles of the loop vars nested in the body
 
 
 @dataclass
@@ -169,7 +170,9 @@ class _Collect:
         elif isinstance(s, tirx.For):
             if s.kind == tirx.ForKind.PARALLEL and not in_parallel:
                 vars_, exts, body = peel_parallel(s)
-                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body)))
+                inner = set()
+                tvm_ffi.structural_walk(body, (tirx.For, lambda f: inner.add(key(f.loop_var))))
+                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body), inner))
                 return
             self._visit(s.body, in_parallel)
         elif isinstance(s, (tirx.AttrStmt, tirx.While)):
@@ -261,6 +264,25 @@ def _size(buf) -> int:
     return n
 
 
+def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
+    """The loop's layout read off a fragment access: indices that are the loop vars in order,
+    with dims indexed by serial loops inside the body (or constants) reduced away."""
+    keys = [key(v) for v in lp.vars]
+    pos, drop = [], []
+    for d, e in enumerate(idx):
+        if isinstance(e, tvm.ir.Var) and key(e) in keys:
+            pos.append(keys.index(key(e)))
+        elif (isinstance(e, tvm.ir.Var) and key(e) in lp.inner) or isinstance(e, tirx.IntImm):
+            drop.append(d)
+        else:
+            return None
+    if pos != list(range(len(lp.vars))):
+        return None
+    for d in reversed(drop):
+        lay = lay.reduce(d)
+    return lay
+
+
 def _propagate(col: _Collect, st: _State) -> None:
     for op in col.ops:
         if isinstance(op, Copy):
@@ -282,9 +304,11 @@ def _propagate(col: _Collect, st: _State) -> None:
         if lk not in st.loops:
             for buf, idx in lp.accesses:
                 lay = st.get(buf)
-                if lay is not None and _as_loop_vars(idx, lp.vars) == list(range(len(lp.vars))) \
-                        and list(lay.shape) == extents:
-                    st.loops[lk] = lay
+                if lay is None:
+                    continue
+                derived = _loop_layout_from(lay, idx, lp)
+                if derived is not None and list(derived.shape) == extents:
+                    st.loops[lk] = derived
                     st.changed = True
                     break
         loop_layout = st.loops.get(lk)

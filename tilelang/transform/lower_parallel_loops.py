@@ -15,6 +15,8 @@ CPU: unchanged.
 
 from __future__ import annotations
 
+import itertools
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -24,7 +26,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import REG, Fragment, check_ownership
-from .ir import map_nodes, StmtMutator, peel_parallel, substitute
+from .ir import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
@@ -98,9 +100,11 @@ class _Kernel(StmtMutator):
         vars are substituted), checking each element lives in the computing thread."""
         vkeys = [key(v) for v in loop_vars]
 
+        inner = _inner_loops(body)
+
         def reg_of(buf, indices):
             b, lay, local = self.frags[key(buf)]
-            self.check(b, lay, indices, loop_vars, loop_lay)
+            self.check(b, lay, indices, loop_vars, loop_lay, inner)
             pos = _positions(indices, vkeys)
             reg = _matched_reg(lay, loop_lay, pos, r) if pos is not None else None
             if reg is None:
@@ -112,24 +116,51 @@ class _Kernel(StmtMutator):
 
         return _rewrite_fragments(body, self.frags, reg_of)
 
-    def check(self, buf, lay, indices, loop_vars, loop_lay):
+    def check(self, buf, lay, indices, loop_vars, loop_lay, inner=()):
+        """Every (thread, register) of the loop, and every value of the serial loops nested in
+        its body, must find the element in the computing thread."""
         shown = ", ".join(str(e) for e in indices)
+        used = [(v, lo, n) for v, lo, n in inner if any(uses_var(e, v) for e in indices)]
+        combos = 1
+        for _, _, n in used:
+            combos *= n
+        if combos > 4096:
+            raise LoweringError(f"fragment {buf.name}[{shown}]: too many inner-loop values to "
+                                "check its ownership; make the inner loop a T.Parallel dim")
+        ok = True
+        for values in itertools.product(*[range(lo, lo + n) for _, lo, n in used]):
+            fixed = {key(v): x for (v, _, _), x in zip(used, values)}
 
-        def index_fn(idx_arrays):
-            env = {key(v): a for v, a in zip(loop_vars, idx_arrays)}
-            try:
-                return [np_eval(e, env) for e in indices]
-            except NotEvaluable as what:
-                raise LoweringError(
-                    f"fragment {buf.name}[{shown}] is indexed by {what} inside a T.Parallel "
-                    "loop; a fragment index may only depend on the loop's own variables "
-                    "(stage the data in shared memory for other access patterns)") from None
+            def index_fn(idx_arrays):
+                env = {key(v): a for v, a in zip(loop_vars, idx_arrays)}
+                env.update(fixed)
+                try:
+                    return [np_eval(e, env) for e in indices]
+                except NotEvaluable as what:
+                    raise LoweringError(
+                        f"fragment {buf.name}[{shown}] is indexed by {what} inside a "
+                        "T.Parallel loop; a fragment index may only depend on the loop's own "
+                        "variables and constant-bound serial loops inside it (stage the data "
+                        "in shared memory for other access patterns)") from None
 
-        if not check_ownership(loop_lay, lay, index_fn):
+            ok = ok and check_ownership(loop_lay, lay, index_fn)
+        if not ok:
             raise LoweringError(
                 f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop whose "
                 f"layout {loop_lay} puts that work on threads that do not hold the element "
                 f"(fragment layout {lay})")
+
+
+def _inner_loops(body) -> list:
+    """(var, min, extent) of the constant-bound loops nested in a T.Parallel body."""
+    out = []
+
+    def on_for(f):
+        if isinstance(f.min, tirx.IntImm) and isinstance(f.extent, tirx.IntImm):
+            out.append((f.loop_var, int(f.min), int(f.extent)))
+
+    tvm_ffi.structural_walk(body, (tirx.For, on_for))
+    return out
 
 
 def _positions(indices, vkeys):
@@ -156,8 +187,6 @@ def _matched_reg(lay: Fragment, loop_lay: Fragment, pos: list, r):
 
 
 def _strip_tx(reg, tx):
-    from .ir import uses_var
-
     if uses_var(reg, tx):
         raise LoweringError(f"register index {reg} of a fragment depends on the thread index; "
                             "the access pattern does not match the fragment's layout")
@@ -212,8 +241,11 @@ def _guard_side_effects(body, cond, local_keys: set):
 
 
 class _OwnerGuard(StmtMutator):
-    """A store outside every ``T.Parallel`` loop that touches fragment elements is made by the
-    threads that hold them (one of them when it writes memory other threads see)."""
+    """Statements outside every ``T.Parallel`` loop run on every thread, but a fragment element
+    lives in particular threads.  A store (or call) that reads or writes fragment elements is
+    made by the threads holding them, one of them when it writes memory other threads see.
+    What cannot be made right that way is rejected: elements held by different threads in one
+    statement, a fragment element assigned to a per-thread variable, a condition on one."""
 
     def __init__(self, frags: dict, tx):
         self.frags, self.tx = frags, tx
@@ -223,23 +255,74 @@ class _OwnerGuard(StmtMutator):
             return s  # already per thread
         return self.generic(s)
 
+    def reads(self, node) -> list:
+        """Fragment elements whose values ``node`` reads (not those it only takes the address
+        of, as gemm does with its accumulator)."""
+        out = []
+
+        def on_call(c):
+            if isinstance(c.op, tvm.ir.Op) and c.op.name == "tirx.address_of":
+                return tvm_ffi.WalkResult.SKIP
+            return None
+
+        def on_load(x):
+            if key(x.source) in self.frags:
+                out.append((x.source, list(x.indices)))
+
+        tvm_ffi.structural_walk(node, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load)],
+                                order="pre")
+        return out
+
+    def owner_guard(self, what: str, accesses: list, writes_shared_memory: bool):
+        a = Analyzer()
+        (b0, i0), rest = accesses[0], accesses[1:]
+        lay0 = self.frags[key(b0)][1]
+        t0 = lay0.forward(i0)[0]
+        for b, i in rest:
+            lay = self.frags[key(b)][1]
+            t = lay.forward(i)[0]
+            same_replicas = sorted(map(repr, lay.replicas)) == sorted(map(repr, lay0.replicas))
+            if not (a.can_prove_equal(t, t0) and same_replicas):
+                raise LoweringError(
+                    f"{what} outside T.Parallel uses fragment elements held by different "
+                    f"threads ({b0.name}[{', '.join(map(str, i0))}] in thread {t0}, "
+                    f"{b.name}[{', '.join(map(str, i))}] in thread {t}); copy them through a "
+                    "shared buffer first")
+        conds = [a.simplify(_without_replicas(self.tx, lay0) == t0)]
+        if writes_shared_memory and lay0.replicas:
+            conds.append(a.simplify(lay0.replica_index(self.tx) == 0))
+        return conds
+
     def visit_BufferStore(self, s):
-        hits = []
-        tvm_ffi.structural_walk(s.value, (tvm.ir.TensorLoad, lambda x: hits.append(
-            (x.source, list(x.indices))) if key(x.source) in self.frags else None))
+        acc = self.reads(s.value)
         target_is_frag = key(s.buffer) in self.frags
         if target_is_frag:
-            hits.insert(0, (s.buffer, list(s.indices)))
-        if not hits:
+            acc.insert(0, (s.buffer, list(s.indices)))
+        if not acc:
             return s
-        conds = []
-        for buf, idx in hits:
-            lay = self.frags[key(buf)][1]
-            thread = lay.forward(idx)[0]
-            conds.append(_without_replicas(self.tx, lay) == thread)
-        if not target_is_frag and s.buffer.scope() not in ("local", "local.var"):
-            conds.append(self.frags[key(hits[0][0])][1].replica_index(self.tx) == 0)
-        return _guarded([Analyzer().simplify(c) for c in conds], s)
+        if not target_is_frag and s.buffer.scope() in ("local", "local.var"):
+            b, i = acc[0]
+            raise LoweringError(
+                f"{s.buffer.name} = ... {b.name}[{', '.join(map(str, i))}] outside T.Parallel: "
+                "a per-thread variable would get the fragment element in its owner thread only; "
+                "read it into a shared buffer (or compute inside T.Parallel)")
+        return _guarded(self.owner_guard(f"the store to {s.buffer.name}", acc,
+                                         not target_is_frag), s)
+
+    def visit_Evaluate(self, s):
+        acc = self.reads(s.value)
+        if not acc:
+            return s
+        return _guarded(self.owner_guard("a call", acc, True), s)
+
+    def visit_IfThenElse(self, s):
+        acc = self.reads(s.condition)
+        if acc:
+            b, i = acc[0]
+            raise LoweringError(
+                f"the condition `{s.condition}` outside T.Parallel reads fragment element "
+                f"{b.name}[{', '.join(map(str, i))}], which only its owner thread holds")
+        return self.generic(s)
 
 
 def _without_replicas(tx, lay: Fragment):

@@ -41,4 +41,4 @@ def np_eval(expr, env: dict):
     if name == "Select":
         return np.where(np_eval(expr.condition, env), np_eval(expr.true_value, env),
                         np_eval(expr.false_value, env))
-    raise NotEvaluable(name)
+    raise NotEvaluable(str(expr))

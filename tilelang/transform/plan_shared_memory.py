@@ -26,21 +26,26 @@ SHARED = ("shared", "shared.dyn")
 ALIGN = 128
 
 # Most dynamic shared memory one block may use, by compute capability.
-SMEM_LIMIT = {"sm_70": 96 * 1024, "sm_75": 64 * 1024, "sm_80": 163 * 1024, "sm_86": 99 * 1024,
-              "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
-              "sm_90a": 227 * 1024}
+SMEM_LIMIT = {70: 96, 72: 48, 75: 64, 80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227,
+              101: 227, 103: 227, 110: 227, 120: 99, 121: 99}
 
 
-def smem_limit(target) -> int:
-    """The target's ``max_shared_memory_per_block`` when given, else the architecture's."""
-    given = target.attrs.get("max_shared_memory_per_block")
-    if given is not None and int(given) > 0:
-        return int(given)
-    arch = str(target.attrs.get("arch", "sm_80"))
-    if arch in SMEM_LIMIT:
-        return SMEM_LIMIT[arch]
+def arch_limit(arch: str) -> int:
     digits = "".join(c for c in arch[3:] if c.isdigit())
-    return 227 * 1024 if digits and int(digits) >= 90 else 99 * 1024
+    cc = int(digits) if digits else 80
+    known = [k for k in SMEM_LIMIT if k <= cc]
+    return SMEM_LIMIT[max(known)] * 1024 if known else 48 * 1024
+
+
+def smem_limit(target) -> tuple[int, str]:
+    """Bytes of dynamic shared memory a block may use, and where that limit comes from: the
+    architecture's, or the target's smaller ``max_shared_memory_per_block``."""
+    arch = str(target.attrs.get("arch", "sm_80"))
+    hw = arch_limit(arch)
+    given = target.attrs.get("max_shared_memory_per_block")
+    if given is not None and 0 < int(given) < hw:
+        return int(given), "the target's max_shared_memory_per_block"
+    return hw, f"a block on {arch}"
 
 
 def _key(x):
@@ -105,12 +110,12 @@ def _plan_kernel(body, target):
         decls.append(tirx.DeclBuffer(view, data=pool.data))
         offset += n * eb
     total = (offset + ALIGN - 1) // ALIGN * ALIGN
-    if total > smem_limit(target):
+    limit, source = smem_limit(target)
+    if total > limit:
         sizes = ", ".join(f"{v[0].name} {_bytes(v[0])} B" for v in views.values())
         raise LoweringError(f"the kernel needs {total} bytes of shared memory ({sizes}), more "
-                            f"than the {smem_limit(target)} bytes a block may use on "
-                            f"{target.attrs.get('arch', 'this GPU')}; use smaller tiles or "
-                            "fewer stages")
+                            f"than the {limit} bytes allowed for {source}; use smaller tiles "
+                            "or fewer stages")
 
     def on_load(x):
         hit = views.get(_key(x.source))

@@ -257,3 +257,67 @@ def test_data_dependent_fragment_index_is_rejected():
 
     with pytest.raises(LoweringError, match="may only depend on the loop's own variables"):
         tilelang.lower(main, target="cuda -arch=sm_80")
+
+
+def test_serial_loop_inside_parallel_is_checked_over_its_range():
+    import tilelang
+
+    def kernel(rows_per_thread):
+        @T.prim_func
+        def main(X: T.Tensor((64, 8), "float32"), S: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                x = T.alloc_fragment((64, 8), "float32")
+                s = T.alloc_fragment((64,), "float32")
+                T.annotate_layout({x: rows_per_thread})
+                T.copy(X, x)
+                for i in T.Parallel(64):
+                    s[i] = 0.0
+                    for k in T.serial(8):
+                        s[i] = s[i] + x[i, k]
+                T.copy(s, S)
+
+        return main
+
+    from tilelang.layout.fragment import REG, THREAD, Factor, Fragment
+
+    whole_rows = Fragment.from_factors([64, 8], [[Factor(0, 64, THREAD, 1)], [Factor(1, 8, REG, 1)]])
+    tilelang.lower(kernel(whole_rows), target="cuda -arch=sm_80")  # each thread owns its row
+    split_rows = Fragment.from_factors([64, 8], [[Factor(0, 64, REG, 1)], [Factor(1, 8, THREAD, 8)]],
+                                       [Factor(-1, 8, THREAD, 1)])
+    with pytest.raises(LoweringError, match="threads that do not hold"):
+        tilelang.lower(kernel(split_rows), target="cuda -arch=sm_80")
+
+
+def test_block_level_mixed_owners_and_conditions_are_rejected():
+    import tilelang
+
+    @T.prim_func
+    def mixed(X: T.Tensor((64,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((64,), "float32")
+            T.copy(X, x)
+            Y[0] = x[0] + x[63]
+
+    with pytest.raises(LoweringError, match="held by different threads"):
+        tilelang.lower(mixed, target="cuda -arch=sm_80")
+
+    @T.prim_func
+    def cond(X: T.Tensor((64,), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((64,), "float32")
+            T.copy(X, x)
+            if x[5] > 0:
+                Y[0] = 1.0
+
+    with pytest.raises(LoweringError, match="only its owner thread holds"):
+        tilelang.lower(cond, target="cuda -arch=sm_80")
+
+
+@pytest.mark.parametrize("arch,kib", [("sm_80", 163), ("sm_86", 99), ("sm_90a", 227),
+                                      ("sm_100a", 227), ("sm_120", 99)])
+def test_shared_memory_limits_by_arch(arch, kib):
+    from tilelang.transform.plan_shared_memory import smem_limit
+
+    assert smem_limit(tvm.target.Target({"kind": "cuda", "arch": arch}))[0] == kib * 1024
+    small = tvm.target.Target({"kind": "cuda", "arch": arch, "max_shared_memory_per_block": 1024})
+    assert smem_limit(small) == (1024, "the target's max_shared_memory_per_block")
