@@ -108,3 +108,16 @@ def test_math_builtins_are_reexported():
                  "floordiv", "truncdiv", "Select", "float16", "float32", "serial", "unroll",
                  "vectorized", "macro", "Tensor", "Buffer", "dynamic", "symbolic"):
         assert hasattr(T, name), name
+
+
+def test_print_on_cpu(capfd):
+    @T.prim_func
+    def main(A: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            T.print(A[1], msg="second:")
+
+    k = tilelang.compile(main, target="cpu")
+    import torch
+
+    k(torch.tensor([1.0, 2.5]))
+    assert "second: 2.5" in capfd.readouterr().out
