@@ -83,6 +83,10 @@ def gemm(
             f"T.gemm: accumulator C = {R.describe(c)} must be a fragment (T.alloc_fragment), "
             f"not a {R.scope_of(c)!r} buffer"
         )
+    ad, bd = R.buffer_of(a).dtype, R.buffer_of(b).dtype
+    if ad != bd:
+        raise TileOpError(f"T.gemm: A = {R.describe(a)} is {ad} but B = {R.describe(b)} is {bd}; "
+                          "the operands must have one dtype")
     op = Gemm(
         A=a, B=b, C=c,
         transpose_A=bool(transpose_A), transpose_B=bool(transpose_B),

@@ -183,6 +183,10 @@ class _Collect:
                 self._visit(s.else_case, in_parallel)
         elif isinstance(s, tirx.AllocBuffer):
             if is_fragment(s.buffer):
+                if not all(isinstance(x, tirx.IntImm) for x in s.buffer.shape):
+                    raise LoweringError(f"fragment {s.buffer.name} has shape "
+                                        f"{list(s.buffer.shape)}; on CUDA fragments need "
+                                        "constant shapes")
                 self.fragments.append(s.buffer)
             elif s.buffer.scope() in SHARED:
                 self.shared.append(s.buffer)

@@ -94,6 +94,9 @@ def _plan_kernel(body, target):
     decls = []
     for a in col.allocs:
         b = a.buffer
+        if not all(isinstance(s, tirx.IntImm) for s in b.shape):
+            raise LoweringError(f"shared tile {b.name} has shape {list(b.shape)}; on CUDA shared "
+                                "tiles need constant shapes")
         eb = max(1, tvm.DataType(b.dtype).bits // 8)
         n = 1
         for s in b.shape:

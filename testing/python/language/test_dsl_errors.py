@@ -145,3 +145,15 @@ def test_thread_binding_outside_kernel():
         @T.prim_func
         def main(A: T.Tensor((64,), "float32")):
             tx = T.get_thread_binding()
+
+
+def test_gemm_operand_dtypes_must_match():
+    with pytest.raises(DSLError, match=r"T\.gemm: A = A_s is float16 but B = B_s is bfloat16"):
+
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(1, threads=128) as bx:
+                A_s = T.alloc_shared((64, 32), "float16")
+                B_s = T.alloc_shared((32, 64), "bfloat16")
+                C_f = T.alloc_fragment((64, 64), "float32")
+                T.gemm(A_s, B_s, C_f)

@@ -321,3 +321,19 @@ def test_shared_memory_limits_by_arch(arch, kib):
     assert smem_limit(tvm.target.Target({"kind": "cuda", "arch": arch}))[0] == kib * 1024
     small = tvm.target.Target({"kind": "cuda", "arch": arch, "max_shared_memory_per_block": 1024})
     assert smem_limit(small) == (1024, "the target's max_shared_memory_per_block")
+
+
+def test_symbolic_tile_shapes_are_rejected_on_cuda():
+    import tilelang
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((n,), "float32")
+            T.copy(A, S)
+            T.copy(S, A)
+
+    with pytest.raises(LoweringError, match="static shape|constant shapes"):
+        tilelang.lower(main, target="cuda -arch=sm_80")
