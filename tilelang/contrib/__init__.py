@@ -1,0 +1,1 @@
+"""Integration with other flows: TVM Relax model graphs (``tilelang.contrib.relax``)."""
