@@ -6,24 +6,11 @@ import tvm_ffi
 import tilelang
 import tilelang.language as T
 from tilelang.ops import TILE_OPS, decode
+from programs import matmul as _matmul
 
 
-def matmul(M=256, N=256, K=256, bM=128, bN=128, bK=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
-             C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bK, bN), "float16")
-            C_f = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=3):
-                T.copy(A[by * bM, k * bK], A_s)
-                T.copy(B[k * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bM, bx * bN])
-
-    return main
+def matmul():
+    return _matmul(256, 256, 256, 128, 128, 32)
 
 
 def test_script_shows_tile_structure():

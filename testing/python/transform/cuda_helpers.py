@@ -3,26 +3,14 @@
 import tvm
 
 import tilelang.language as T
+from programs import matmul
 
 SM80 = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})
 
 
 def gemm_kernel(stages=3, M=256, bM=128, bK=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, M), "float16"), B: T.Tensor((M, M), "float16"),
-             C: T.Tensor((M, M), "float16")):
-        with T.Kernel(M // bM, M // bM, threads=128) as (bx, by):
-            A_s = T.alloc_shared((bM, bK), "float16")
-            B_s = T.alloc_shared((bK, bM), "float16")
-            C_f = T.alloc_fragment((bM, bM), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(M // bK, num_stages=stages):
-                T.copy(A[by * bM, k * bK], A_s)
-                T.copy(B[k * bK, bx * bM], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bM, bx * bM])
-
-    return main
+    """The square fp16 GEMM of the test programs, with bM x bM output tiles."""
+    return matmul(M, M, M, bM, bM, bK, num_stages=stages)
 
 
 def row_max_kernel():
