@@ -17,7 +17,9 @@ from .errors import (  # noqa: F401
     CompileError,
     DSLError,
     KernelArgumentError,
+    KernelMismatchError,
     LoweringError,
+    ReferenceUnsupportedError,
     TileLangError,
 )
 from .jit import JITKernel, clear_cache, compile, disable_cache, enable_cache, jit  # noqa: F401

@@ -30,3 +30,17 @@ class CompileError(TileLangError):
 class KernelArgumentError(TileLangError, ValueError):
     """A compiled kernel was called with the wrong number, dtype, shape, device or layout of
     arguments; the message names the parameter and what was expected."""
+
+
+class ReferenceUnsupportedError(TileLangError, RuntimeError):
+    """``kernel.verify`` cannot run the program on the CPU reference backend (it reads thread
+    indices, uses explicit barriers or thread roles); the message says which."""
+
+
+class KernelMismatchError(TileLangError, AssertionError):
+    """``kernel.verify`` found an element where the kernel and the CPU reference disagree; the
+    message (and ``.mismatch``) give the parameter, index, both values and the grid block."""
+
+    def __init__(self, message: str, mismatch=None):
+        super().__init__(message)
+        self.mismatch = mismatch

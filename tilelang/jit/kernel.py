@@ -81,6 +81,15 @@ class JITKernel:
         return _host_module(self.rt_mod).inspect_source("ll")
 
     # tools -----------------------------------------------------------------------------
+    def verify(self, *inputs: Any, rtol: float = 1e-2, atol: float = 1e-2) -> Any:
+        """Run the kernel and the same program on the CPU reference backend on the same
+        inputs; return the kernel's outputs, or raise ``KernelMismatchError`` naming the first
+        differing element, both values and the grid block that writes it (see
+        ``tilelang/jit/verify.py``)."""
+        from .verify import verify
+
+        return verify(self, *inputs, rtol=rtol, atol=atol)
+
     def get_profiler(self, tensor_supply_type: Any = None):
         from ..profiler import Profiler
         from ..utils.tensor import TensorSupplyType
