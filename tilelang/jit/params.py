@@ -117,15 +117,49 @@ class ArgumentBinder:
         return full, outs, was_numpy
 
     def _scalar(self, p: ScalarParam, a: Any):
+        """The value passed for scalar ``p``: ``a`` if the parameter's type holds it exactly (an
+        integer in range, a bool) or, for floats, without overflowing to infinity."""
         if isinstance(a, torch.Tensor) and a.numel() == 1:
             a = a.item()
+        if isinstance(a, np.generic) and not isinstance(a, (np.bool_, np.integer, np.floating)):
+            a = a.item()
+        expects = f"{self.kernel_name}: parameter {p.name!r} expects"
+        if p.dtype == "bool":
+            if isinstance(a, (bool, np.bool_)) or (isinstance(a, (int, np.integer)) and a in (0, 1)):
+                return bool(a)
+            raise KernelArgumentError(f"{expects} a bool, got {a!r}")
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
-            raise KernelArgumentError(f"{self.kernel_name}: parameter {p.name!r} expects a "
-                                      f"{p.dtype} scalar, got {type(a).__name__}")
-        if p.dtype.startswith(("int", "uint")) and not isinstance(a, (int, np.integer)):
-            raise KernelArgumentError(f"{self.kernel_name}: parameter {p.name!r} expects an "
-                                      f"integer ({p.dtype}), got {a!r}")
-        return a
+            raise KernelArgumentError(f"{expects} {_a(p.dtype)} scalar, got {type(a).__name__}")
+        if p.dtype.startswith(("int", "uint")):
+            if not isinstance(a, (int, np.integer)):
+                raise KernelArgumentError(f"{expects} an integer ({p.dtype}), got {a!r}")
+            info = np.iinfo(p.dtype)
+            a = int(a)
+            if not info.min <= a <= info.max:
+                raise KernelArgumentError(
+                    f"{expects} {_a(p.dtype)} in [{info.min}, {info.max}], got {a}")
+            # The packed API carries integers as int64: a uint64 past 2**63-1 travels as its
+            # two's-complement bit pattern, which the kernel reads back as the same uint64.
+            return a - 2**64 if a > np.iinfo(np.int64).max else a
+        return self._float(p, a, expects)
+
+    def _float(self, p: ScalarParam, a: Any, expects: str) -> float:
+        """``a`` as a Python float; a finite value that the parameter's float type would turn
+        into infinity (or NaN) is refused.  NaN and infinities themselves pass through."""
+        try:
+            value = float(a)
+        except OverflowError:
+            value = None
+        if value is not None and not np.isfinite(value):
+            return value
+        if value is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                narrowed = np.array(value).astype(_numpy_dtype(p.dtype)).item()
+            if np.isfinite(float(narrowed)):
+                return value
+        raise KernelArgumentError(
+            f"{expects} {_a(p.dtype)} (finite values up to +-{_float_max(p.dtype):g}), got {a!r}, "
+            "which overflows it")
 
     def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> None:
         name = self.kernel_name
@@ -156,3 +190,22 @@ class ArgumentBinder:
         if not t.is_contiguous():
             raise KernelArgumentError(f"{name}: parameter {p.name!r} must be contiguous "
                                       f"(row-major); got strides {t.stride()}; call .contiguous()")
+
+
+def _numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a float element type (``ml_dtypes`` for bfloat16 and float8)."""
+    import ml_dtypes
+
+    name = {"float8_e4m3": "float8_e4m3fn"}.get(dtype, dtype)
+    return np.dtype(getattr(ml_dtypes, name, None) or name)
+
+
+def _float_max(dtype: str) -> float:
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(_numpy_dtype(dtype)).max)
+
+
+def _a(dtype: str) -> str:
+    """``dtype`` with its indefinite article ("an int8", "a float16")."""
+    return ("an " if dtype.startswith("int") else "a ") + dtype

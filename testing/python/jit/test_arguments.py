@@ -104,3 +104,53 @@ def test_symbolic_size_consistency():
 def test_out_idx_range():
     with pytest.raises(IndexError, match="out_idx 5"):
         tilelang.compile(add_one(32, 8), out_idx=[5], target="cpu")
+
+
+@T.prim_func
+def store_scalars(A: T.Tensor((5,), "float64"), i: T.int32, b: T.int8, u: T.uint64,
+                  h: T.float16, flag: T.bool):
+    with T.Kernel(1, threads=1) as _:
+        A[0] = T.cast(i, "float64")
+        A[1] = T.cast(b, "float64")
+        A[2] = T.cast(u, "float64")
+        A[3] = T.cast(h, "float64")
+        A[4] = T.cast(flag, "float64")
+
+
+@pytest.fixture(scope="module")
+def scalars():
+    return tilelang.compile(store_scalars, target="cpu")
+
+
+def call_scalars(kernel, i=1, b=2, u=3, h=4.0, flag=True):
+    a = torch.zeros(5, dtype=torch.float64)
+    kernel(a, i, b, u, h, flag)
+    return a.tolist()
+
+
+def test_scalars_at_their_limits(scalars):
+    got = call_scalars(scalars, 2**31 - 1, -128, 2**64 - 1, 65504.0, np.bool_(False))
+    assert got == [2**31 - 1, -128, float(2**64 - 1), 65504.0, 0.0]
+    got = call_scalars(scalars, -2**31, np.int8(127), np.uint64(2**63), float("nan"), 1)
+    assert got[:3] == [-2**31, 127, float(2**63)] and np.isnan(got[3]) and got[4] == 1.0
+    assert call_scalars(scalars, h=float("-inf"))[3] == float("-inf")
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"i": 2**31}, r"parameter 'i' expects an int32 in \[-2147483648, 2147483647\], got 2147483648"),
+    ({"i": -2**31 - 1}, r"parameter 'i' expects an int32 in"),
+    ({"b": 300}, r"parameter 'b' expects an int8 in \[-128, 127\], got 300"),
+    ({"b": np.int64(-129)}, r"parameter 'b' expects an int8 in"),
+    ({"u": -1}, r"parameter 'u' expects a uint64 in \[0, 18446744073709551615\], got -1"),
+    ({"u": 2**64}, r"parameter 'u' expects a uint64 in"),
+    ({"i": 1.5}, r"parameter 'i' expects an integer \(int32\), got 1.5"),
+    ({"i": True}, r"parameter 'i' expects an int32 scalar, got bool"),
+    ({"h": 70000}, r"parameter 'h' expects a float16 \(finite values up to \+-65504\), got 70000"),
+    ({"h": 1e300}, r"parameter 'h' expects a float16"),
+    ({"h": 10**400}, r"parameter 'h' expects a float16"),
+    ({"flag": 2}, r"parameter 'flag' expects a bool, got 2"),
+    ({"flag": 0.0}, r"parameter 'flag' expects a bool, got 0.0"),
+])
+def test_scalar_out_of_range(scalars, kw, message):
+    with pytest.raises(KernelArgumentError, match=message):
+        call_scalars(scalars, **kw)
