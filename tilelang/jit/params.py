@@ -97,8 +97,7 @@ class ArgumentBinder:
                 continue
             if isinstance(a, np.ndarray):
                 was_numpy = True
-                a = torch.from_numpy(np.ascontiguousarray(a)) if a.flags.writeable else \
-                    torch.from_numpy(a.copy())
+                a = self._numpy(p, a)
             self._check_tensor(p, a, sizes)
             if device is not None and a.device != device:
                 raise KernelArgumentError(
@@ -120,8 +119,6 @@ class ArgumentBinder:
         """The value passed for scalar ``p``: ``a`` if the parameter's type holds it exactly (an
         integer in range, a bool) or, for floats, without overflowing to infinity."""
         if isinstance(a, torch.Tensor) and a.numel() == 1:
-            a = a.item()
-        if isinstance(a, np.generic) and not isinstance(a, (np.bool_, np.integer, np.floating)):
             a = a.item()
         expects = f"{self.kernel_name}: parameter {p.name!r} expects"
         if p.dtype == "bool":
@@ -160,6 +157,25 @@ class ArgumentBinder:
         raise KernelArgumentError(
             f"{expects} {_a(p.dtype)} (finite values up to +-{_float_max(p.dtype):g}), got {a!r}, "
             "which overflows it")
+
+    def _numpy(self, p: TensorParam, a: np.ndarray) -> torch.Tensor:
+        """A torch view of numpy array ``a`` that shares its memory.  A kernel may write any
+        tensor it is given, so an array the kernel could only see through a copy (not
+        C-contiguous, read-only) is refused rather than copied: the write would be lost."""
+        name = f"{self.kernel_name}: parameter {p.name!r}"
+        if not a.flags.c_contiguous:
+            raise KernelArgumentError(
+                f"{name} must be a C-contiguous (row-major) array; got strides {a.strides}; "
+                "pass np.ascontiguousarray(...)")
+        if not a.flags.writeable:
+            raise KernelArgumentError(
+                f"{name} is a read-only numpy array, which the kernel may write; pass a "
+                "writeable copy (a.copy())")
+        try:
+            return torch.from_numpy(a)
+        except TypeError as e:
+            raise KernelArgumentError(f"{name} expects {p.dtype}; torch cannot view the numpy "
+                                      f"array of dtype {a.dtype}: {e}") from None
 
     def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> None:
         name = self.kernel_name

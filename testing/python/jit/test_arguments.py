@@ -154,3 +154,37 @@ def test_scalars_at_their_limits(scalars):
 def test_scalar_out_of_range(scalars, kw, message):
     with pytest.raises(KernelArgumentError, match=message):
         call_scalars(scalars, **kw)
+
+
+def test_numpy_arrays_are_shared_not_copied():
+    """A numpy array passed for a parameter the kernel writes sees the write."""
+    k = tilelang.compile(add_one(32, 8), target="cpu")
+    a = np.random.randn(32, 8).astype(np.float32)
+    b = np.zeros((32, 8), np.float32)
+    k(a, b)
+    np.testing.assert_allclose(b, a + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: np.zeros((8, 32), np.float32).T, r"parameter 'B' must be a C-contiguous .*np.ascontiguousarray"),
+    (lambda: np.asfortranarray(np.zeros((32, 8), np.float32)), r"parameter 'B' must be a C-contiguous"),
+    (lambda: np.zeros((32, 16), np.float32)[:, ::2], r"parameter 'B' must be a C-contiguous"),
+    (lambda: np.broadcast_to(np.zeros(8, np.float32), (32, 8)), r"parameter 'B' .*(C-contiguous|read-only)"),
+])
+def test_numpy_output_that_would_be_copied_is_refused(make, message):
+    k = tilelang.compile(add_one(32, 8), target="cpu")
+    b = make()
+    with pytest.raises(KernelArgumentError, match=message):
+        k(np.zeros((32, 8), np.float32), b)
+
+
+def test_read_only_numpy_array_is_refused():
+    k = tilelang.compile(add_one(32, 8), target="cpu")
+    b = np.zeros((32, 8), np.float32)
+    b.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match=r"parameter 'B' is a read-only numpy array.*copy"):
+        k(np.zeros((32, 8), np.float32), b)
+    a = np.zeros((32, 8), np.float32)
+    a.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' is a read-only numpy array"):
+        k(a, np.zeros((32, 8), np.float32))
