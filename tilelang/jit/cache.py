@@ -2,14 +2,17 @@
 ``~/.tilelang/cache``) keyed by everything that decides its code, so a second process that
 compiles the same program gets the library back without lowering or invoking a compiler.
 
-The key hashes the program's TVMScript text, the target, the pass configs, ``out_idx``, the
-tilelang and TVM versions and the device headers.  ``tilelang.disable_cache()`` or
+The key hashes the program's TVMScript text (self-describing: layouts are printed in full, see
+``tilelang.layout.codec``), the target, the pass configs, ``out_idx``, the TVM version and a
+digest of tilelang itself (its Python sources and device headers), so a changed compiler never
+serves a kernel that an older one built.  ``tilelang.disable_cache()`` or
 ``TILELANG_DISABLE_CACHE=1`` turns it off.  A cache that cannot be read or written never fails
 a compile: the kernel is built as if there were no cache.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -42,20 +45,24 @@ def clear_cache() -> None:
     shutil.rmtree(cache_dir() / "kernels", ignore_errors=True)
 
 
-def _headers_digest() -> str:
+@functools.lru_cache(maxsize=1)
+def compiler_digest() -> str:
+    """sha256 over tilelang's Python sources and device headers (their paths and contents),
+    computed once per process."""
     from ..engine.cuda import template_dir
 
-    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    trees = [(package, "*.py")]
     try:
-        root = Path(template_dir()) / "tl_templates"
-        for p in sorted(root.rglob("*.h")):
-            h.update(p.read_bytes())
+        trees.append((Path(template_dir()) / "tl_templates", "*.h"))
     except Exception:  # headers missing: CUDA compiles will report it
         pass
+    h = hashlib.sha256()
+    for root, pattern in trees:
+        for p in sorted(root.rglob(pattern)):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(p.read_bytes())
     return h.hexdigest()
-
-
-_HEADERS: list[str] = []
 
 
 def key_of(func, target, out_idx, configs: dict) -> str:
@@ -63,12 +70,10 @@ def key_of(func, target, out_idx, configs: dict) -> str:
 
     from .. import __version__
 
-    if not _HEADERS:
-        _HEADERS.append(_headers_digest())
     h = hashlib.sha256()
     for part in (func.script(), str(target), json.dumps(out_idx),
                  json.dumps({k: str(v) for k, v in sorted(configs.items())}), __version__,
-                 tvm.__version__, _HEADERS[0]):
+                 tvm.__version__, compiler_digest()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]

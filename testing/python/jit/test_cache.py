@@ -97,3 +97,77 @@ def test_disable_cache_function(tmp_path, monkeypatch):
         assert torch.all(a == 2) and not (tmp_path / "kernels").exists()
     finally:
         tilelang.enable_cache()
+
+
+LAYOUT_PROGRAM = textwrap.dedent('''
+    import sys, torch
+    import tilelang, tilelang.language as T
+    from tilelang.jit import cache
+    from tilelang.jit.cache import key_of
+    from tilelang.engine.target import resolve
+    from tilelang.layout import Layout
+
+    # Keys of one program must agree across processes even while tilelang's sources are being
+    # edited (a changed source rightly changes every key): pin the compiler's digest.
+    cache.compiler_digest = lambda: "pinned"
+
+    MAPS = {"rows": lambda i, j: [i, j], "cols": lambda i, j: [j, i],
+            "xor": lambda i, j: [i, j ^ (i % 4)]}
+
+    def program(kind):
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                S = T.alloc_shared((16, 16), "float32")
+                T.annotate_layout({S: Layout((16, 16), MAPS[kind])})
+                T.copy(A, S)
+                for i, j in T.Parallel(16, 16):
+                    B[i, j] = S[i, j] * 2
+        return main
+
+    for kind in sys.argv[1:]:
+        f = program(kind)
+        k = tilelang.compile(f, out_idx=[1], target="cpu")
+        a = torch.randn(16, 16)
+        assert torch.allclose(k(a), a * 2), kind
+        print(kind, key_of(f, resolve("cpu"), [1], {}))
+''')
+
+
+def layout_keys(tmp_path, *kinds):
+    script = tmp_path / "layouts.py"
+    script.write_text(LAYOUT_PROGRAM)
+    env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, str(script), *kinds], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    return dict(line.split() for line in out.stdout.strip().splitlines())
+
+
+def test_programs_differing_only_in_an_index_map_get_their_own_kernels(tmp_path):
+    """Each process sees only its own map, so a key that held the map's position in a
+    process-local table would collide; the printed layout keeps the keys apart."""
+    rows = layout_keys(tmp_path, "rows")["rows"]
+    cols = layout_keys(tmp_path, "cols")["cols"]
+    assert rows != cols
+    both = layout_keys(tmp_path, "xor", "rows", "cols")  # one process, cache on, all correct
+    assert both["rows"] == rows and both["cols"] == cols and len(set(both.values())) == 3
+    assert len(list((tmp_path / "cache" / "kernels").iterdir())) == 3
+
+
+def test_key_covers_the_compiler_itself(monkeypatch):
+    """An upgraded tilelang (other sources or headers) never reuses an older kernel."""
+    from tilelang.jit import cache
+    from tilelang.engine.target import resolve
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                A[i] = 0.0
+
+    before = cache.key_of(f, resolve("cpu"), [], {})
+    assert len(cache.compiler_digest()) == 64
+    monkeypatch.setattr(cache, "compiler_digest", lambda: "0" * 64)
+    assert cache.key_of(f, resolve("cpu"), [], {}) != before
