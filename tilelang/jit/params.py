@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -23,6 +23,14 @@ class TensorParam:
     dtype: str
     shape: list
     torch_dtype: Any
+    dim_types: list = field(default_factory=list)  # the integer type of each size: "int32", ...
+
+    @property
+    def max_elements(self) -> int:
+        """How many elements the kernel's index arithmetic can address in this tensor: offsets
+        are 64-bit only when every size is int64 (see ``T.Tensor``)."""
+        wide = self.dim_types and all(t == "int64" for t in self.dim_types)
+        return 2**63 - 1 if wide else 2**31 - 1
 
 
 @dataclass
@@ -43,7 +51,8 @@ def params_of(func: tirx.PrimFunc) -> list:
                     shape.append(s.name)
                 else:
                     shape.append(None)
-            out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype)))
+            out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype),
+                                   [str(s.ty) for s in p.shape]))
         else:
             out.append(ScalarParam(p.name, str(p.ty)))
     return out
@@ -195,11 +204,22 @@ class ArgumentBinder:
                         f"{name}: parameter {p.name!r} expects shape {fmt(p.shape)}, got "
                         f"{tuple(t.shape)} (dim {d} is {got}, expected {want})")
             elif isinstance(want, str):
+                limit = np.iinfo(p.dim_types[d]).max
+                if got > limit:
+                    raise KernelArgumentError(
+                        f"{name}: parameter {p.name!r} has {want} = {got} in dim {d}, which does "
+                        f"not fit {want}'s type {p.dim_types[d]} (at most {limit}); declare it "
+                        f'T.dynamic("{want}", "int64")')
                 bound = sizes.setdefault(want, got)
                 if bound != got:
                     raise KernelArgumentError(
                         f"{name}: parameter {p.name!r} has {want} = {got} in dim {d}, but an "
                         f"earlier argument bound {want} = {bound}")
+        if t.numel() > p.max_elements:
+            raise KernelArgumentError(
+                f"{name}: parameter {p.name!r} has {t.numel()} elements, more than its 32-bit "
+                f"index arithmetic can address ({p.max_elements}); declare its sizes "
+                "T.dynamic(..., \"int64\") so that offsets are computed in 64 bits")
         if t.device.type != self.device_type:
             raise KernelArgumentError(f"{name}: parameter {p.name!r} must be on the "
                                       f"{self.device_type} device, got a tensor on {t.device}")

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tvm import tirx
 
+from ..errors import DSLError
+from ..utils.dtype import canonical_dtype
 
-def dynamic(name: str, dtype: str = "int32") -> tirx.Var:
-    """A size variable usable in ``T.Tensor`` shapes and kernel arithmetic."""
+SIZE_DTYPES = ("int32", "int64")
+
+
+def dynamic(name: str, dtype: Any = "int32") -> tirx.Var:
+    """A size variable usable in ``T.Tensor`` shapes and kernel arithmetic.  An ``int32`` size
+    takes values up to 2**31-1 and tensors using it hold at most 2**31-1 elements; an
+    ``int64`` size makes the index arithmetic of its tensors 64-bit."""
+    dtype = canonical_dtype(dtype, f"T.dynamic({name!r})")
+    if dtype not in SIZE_DTYPES:
+        raise DSLError(f"T.dynamic({name!r}): a size has dtype int32 or int64, got {dtype}")
     return tirx.Var(name, dtype)
 
 
