@@ -44,7 +44,9 @@ def compile(
     hit = cache.load(key) if key else None
     if hit is not None:
         rt_mod, meta = hit
-        return JITKernel(func, rt_mod, tgt, outs, configs, device_source=meta.get("source"))
+        kernel = JITKernel(func, rt_mod, tgt, outs, configs, device_source=meta.get("source"))
+        kernel.library_path = str(cache.cache_dir() / "kernels" / key / "kernel.so")
+        return kernel
     with pass_config.scope(configs), tvm.transform.PassContext(config=pass_config.tvm_config()):
         rt_mod, source = build(func, tgt)
     kernel = JITKernel(func, rt_mod, tgt, outs, configs, device_source=source)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import torch
 import tvm
 from tvm import tirx
 from tvm.target import Target
 
 from ..engine.target import is_cpu
 from ..transform.passes import original_errors
+from . import torch_op
 from .params import ArgumentBinder, TensorParam, params_of
 
 
@@ -32,20 +34,25 @@ class JITKernel:
 
     def __init__(self, func: tirx.PrimFunc, rt_mod: Any, target: Target,
                  out_idx: list[int], pass_configs: dict | None = None,
-                 device_source: str | None = None):
+                 device_source: str | None = None, *, name: str | None = None,
+                 params: list | None = None):
+        """``func`` may be None for a loaded kernel, which then gives ``name`` and ``params``."""
         self.prim_func = func
         self.rt_mod = rt_mod
         self.device_source = device_source
         self.target = target
         self.out_idx = out_idx
         self.pass_configs = pass_configs or {}
-        self.name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
-        self.params = params_of(func)
+        self.name = name or (str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs
+                             else "main")
+        self.params = params if params is not None else params_of(func)
         self._fn = rt_mod[self.name]
         device = "cpu" if is_cpu(target) else "cuda"
         self._binder = ArgumentBinder(self.name, self.params, out_idx, device)
 
     def __call__(self, *args: Any):
+        if torch.compiler.is_compiling():  # traced by torch.compile: one custom-op node
+            return torch_op.call(self, args)
         full, outs, was_numpy = self._binder.bind(args)
         self._fn(*full)
         if was_numpy:
@@ -97,7 +104,16 @@ class JITKernel:
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
 
     def export_library(self, path: str) -> None:
-        self.rt_mod.export_library(path)
+        """Write the compiled library to ``path`` and its record (parameters, outputs, target,
+        source) to ``path + ".json"``; ``tilelang.load(path)`` rebuilds the kernel."""
+        from .library import export
+
+        export(self, path)
+
+    def as_torch_op(self):
+        """This kernel as the torch operator ``torch.ops.tilelang.k_<hash>`` (registered on
+        first request); ``torch.compile`` uses it for calls it traces."""
+        return torch_op.register(self)
 
     @property
     def input_params(self) -> list:
