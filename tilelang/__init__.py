@@ -16,7 +16,9 @@ from .engine import lower  # noqa: F401
 from .errors import (  # noqa: F401
     CompileError,
     DSLError,
+    DSLTypeError,
     KernelArgumentError,
+    KernelArgumentTypeError,
     KernelMismatchError,
     LoweringError,
     ReferenceUnsupportedError,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
+from typing import Any
+
 
 class TileLangError(Exception):
     """Base class of every error tilelang raises on purpose."""
@@ -13,16 +16,22 @@ class DSLError(TileLangError, ValueError):
     and the user's source line."""
 
 
+class DSLTypeError(DSLError, TypeError):
+    """A kernel program passed a value of the wrong type to the language (``threads=1.5``,
+    ``T.fill(A, "x")``); a :class:`DSLError` that is also a ``TypeError``."""
+
+
 class TileOpError(DSLError):
     """Raised by a tile-operator builder while the program is parsed; the parser adds the
     source line and re-raises it as a :class:`DSLError`."""
 
 
-class LoweringError(TileLangError):
-    """A pass could not lower a program for the chosen target (unsupported feature)."""
+class LoweringError(TileLangError, RuntimeError):
+    """A pass could not lower a program for the chosen target (unsupported feature).  When a
+    tile operator fails, the message ends with the user's source line of that operator."""
 
 
-class CompileError(TileLangError):
+class CompileError(TileLangError, RuntimeError):
     """The native compiler (nvcc, NVRTC, LLVM) rejected generated code; the message holds its
     output and the path where the source was saved."""
 
@@ -44,3 +53,21 @@ class KernelMismatchError(TileLangError, AssertionError):
     def __init__(self, message: str, mismatch=None):
         super().__init__(message)
         self.mismatch = mismatch
+
+
+class KernelArgumentTypeError(KernelArgumentError, TypeError):
+    """A compiled kernel was called with an argument of the wrong type (not a tensor, not a
+    number); a :class:`KernelArgumentError` that is also a ``TypeError``."""
+
+
+def source_location(span: Any) -> str | None:
+    """``"at FILE:LINE: <source line>"`` for a TVMScript ``Span``, or ``None`` without one."""
+    spans = getattr(span, "spans", None)  # a SequentialSpan: the innermost scope is last
+    if spans:
+        span = spans[-1]
+    name = getattr(getattr(span, "source_name", None), "name", None)
+    line = getattr(span, "line", 0)
+    if not name or not line or line < 1:
+        return None
+    text = linecache.getline(name, line).strip()
+    return f"at {name}:{line}: {text}" if text else f"at {name}:{line}"

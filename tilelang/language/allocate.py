@@ -1,5 +1,6 @@
 """Allocations inside a kernel: shared tiles, fragments (a block's register tile), per-thread
-locals and scalars, and mbarriers.  Each returns the buffer (a scalar for ``alloc_var``)."""
+locals and scalars, and mbarriers.  Each returns the buffer (a scalar for ``alloc_var``).
+Every dimension of a shape is a positive integer or an integer expression."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Any, Sequence
 
 from tvm.script import tirx as _T
 
+from ..errors import DSLError
 from ..utils.dtype import canonical_dtype
+from .extent import positive_extent
 
 # Storage scopes; the passes key on these names.
 SHARED = "shared.dyn"
@@ -17,30 +20,37 @@ VAR = "local.var"
 BARRIER = "shared.barrier"
 
 
-def _shape(shape: Any) -> list:
-    if isinstance(shape, (list, tuple)):
-        return list(shape)
-    return [shape]
+def _shape(shape: Any, op: str) -> list:
+    """The dimensions of ``shape`` (one extent or a sequence), each a positive extent."""
+    dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+    if not dims:
+        raise DSLError(f"{op}: the shape needs at least one dimension")
+    return [positive_extent(d, op, f"dimension {i} of shape {tuple(dims)}")
+            for i, d in enumerate(dims)]
 
 
 def alloc_shared(shape: Sequence | int, dtype: Any, scope: str = SHARED):
     """A tile in the block's shared memory (``scope="shared"`` for static shared memory)."""
-    return _T.alloc_buffer(_shape(shape), canonical_dtype(dtype, "T.alloc_shared"), scope=scope)
+    op = "T.alloc_shared"
+    return _T.alloc_buffer(_shape(shape, op), canonical_dtype(dtype, op), scope=scope)
 
 
 def alloc_fragment(shape: Sequence | int, dtype: Any, scope: str = FRAGMENT):
     """A register tile of the whole block; the compiler distributes its elements over the
     block's threads (see ``tilelang.layout.Fragment``)."""
-    return _T.alloc_buffer(_shape(shape), canonical_dtype(dtype, "T.alloc_fragment"), scope=scope)
+    op = "T.alloc_fragment"
+    return _T.alloc_buffer(_shape(shape, op), canonical_dtype(dtype, op), scope=scope)
 
 
 def alloc_local(shape: Sequence | int, dtype: Any, scope: str = LOCAL):
     """A per-thread array."""
-    return _T.alloc_buffer(_shape(shape), canonical_dtype(dtype, "T.alloc_local"), scope=scope)
+    op = "T.alloc_local"
+    return _T.alloc_buffer(_shape(shape, op), canonical_dtype(dtype, op), scope=scope)
 
 
 def alloc_global(shape: Sequence | int, dtype: Any, scope: str = "global"):
-    return _T.alloc_buffer(_shape(shape), canonical_dtype(dtype, "T.alloc_global"), scope=scope)
+    op = "T.alloc_global"
+    return _T.alloc_buffer(_shape(shape, op), canonical_dtype(dtype, op), scope=scope)
 
 
 def alloc_var(dtype: Any, init: Any = None, scope: str = VAR):

@@ -13,6 +13,7 @@ from tvm.script import tirx as _T
 from tvm.script.ir_builder import IRBuilder
 
 from ..errors import DSLError
+from .extent import positive_extent
 
 _BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -21,21 +22,26 @@ _stack: list["Kernel"] = []
 
 
 class Kernel:
-    """``with T.Kernel(gx[, gy[, gz]], threads=128 | (tx, ty, tz), prelude=None) as (bx, ...)``."""
+    """``with T.Kernel(gx[, gy[, gz]], threads=128 | (tx, ty, tz), prelude=None) as (bx, ...)``.
+
+    Grid sizes and thread counts are positive integers or integer expressions; anything else
+    raises :class:`DSLTypeError` (wrong type) or :class:`DSLError` (below 1)."""
 
     def __init__(self, *grid: Any, threads: int | Sequence[int] | None = 128,
                  prelude: str | None = None, is_cpu: bool = False):
         if not 1 <= len(grid) <= 3:
             raise DSLError(f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}")
-        self.grid = list(grid)
+        self.grid = [positive_extent(g, "T.Kernel", f"grid dimension {d}")
+                     for d, g in enumerate(grid)]
         if threads is None:
             threads = 128
-        if isinstance(threads, int):
+        if not isinstance(threads, (list, tuple)):
             threads = [threads]
-        threads = list(threads)
-        if not 1 <= len(threads) <= 3 or any(isinstance(t, int) and t < 1 for t in threads):
+        if not 1 <= len(threads) <= 3:
             raise DSLError(f"T.Kernel: threads must be a positive int or a tuple of 1 to 3, "
                            f"got {threads}")
+        threads = [positive_extent(t, "T.Kernel", "threads" if len(threads) == 1
+                                   else f"threads[{d}]") for d, t in enumerate(threads)]
         self.threads = threads
         self.prelude = prelude
         self._frames: list = []

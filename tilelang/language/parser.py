@@ -2,7 +2,9 @@
 
 Errors raised while the program is parsed (a tile operator's checks, a bad dtype, TVMScript's
 own complaints) come out as :class:`tilelang.errors.DSLError` whose message names the op and
-shows the user's source line.
+shows the user's source line; a value of the wrong type gives :class:`DSLTypeError`.  After
+parsing, every element access with constant indices is checked against the buffer's static
+shape.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
+import tvm
+import tvm_ffi
+from tvm import tirx
 from tvm.error import DiagnosticError
 from tvm.script.parser.core import utils as _utils
 from tvm.script.parser.core.entry import parse as _parse
 from tvm.tirx import PrimFunc
 
-from ..errors import DSLError
+from ..errors import DSLError, DSLTypeError, source_location
 from .loop import clear_pending, mark_parallel_loops
 
 
@@ -34,11 +39,14 @@ def prim_func(func: Callable | None = None, private: bool = False,
             f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
             f = mark_parallel_loops(f)
         except DiagnosticError as err:
-            dsl = DSLError(_message(err))
-            dsl.cause = _root_cause(err)  # the op's own exception, for debugging
+            cause = _root_cause(err)
+            kind = DSLTypeError if isinstance(cause, TypeError) else DSLError
+            dsl = kind(_message(err))
+            dsl.cause = cause  # the op's own exception, for debugging
             raise dsl from None
         finally:
             clear_pending()
+        check_constant_indices(f)
         setattr(f, "__name__", fn.__name__)
         return f
 
@@ -61,3 +69,31 @@ def _root_cause(err: BaseException) -> BaseException | None:
     while cause is not None and isinstance(cause, DiagnosticError):
         cause = cause.__cause__ or cause.__context__
     return cause
+
+
+def check_constant_indices(func: PrimFunc) -> None:
+    """Raise :class:`DSLError` for a load or store whose constant index lies outside the
+    buffer's static extent in that dimension (``A[100]`` of a 64-element tensor)."""
+    bad: list[str] = []
+
+    def check(node):
+        store = isinstance(node, tirx.BufferStore)
+        buf = node.buffer if store else node.source
+        idx = list(node.indices)
+        if bad or len(idx) != len(buf.shape):
+            return
+        for d, (i, n) in enumerate(zip(idx, buf.shape)):
+            if isinstance(i, tirx.IntImm) and isinstance(n, tirx.IntImm) \
+                    and not 0 <= i.value < n.value:
+                shape = tuple(int(x) for x in buf.shape)
+                access = f"{buf.name}[{', '.join(str(x) for x in idx)}]"
+                where = source_location(node.span)
+                bad.append(f"{'store to' if store else 'load of'} {access}: index {i.value} is "
+                           f"out of bounds for dimension {d} of {buf.name} with shape {shape} "
+                           f"(valid: 0 to {n.value - 1})" + (f"\n  {where}" if where else ""))
+                return
+
+    # the callback only records: an exception raised inside the walk would cross TVM's FFI
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, check), (tvm.ir.TensorLoad, check)])
+    if bad:
+        raise DSLError(bad[0])

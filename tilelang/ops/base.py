@@ -42,16 +42,18 @@ class LowerContext:
 
 
 class TileOp:
-    """Base of the tile operators.  Instances hold the decoded arguments as attributes."""
+    """Base of the tile operators.  Instances hold the decoded arguments as attributes, and
+    ``span``: where in the user's source the op was written (``None`` when unknown)."""
 
     name: ClassVar[str]
     printer: ClassVar[str]  # the name ``func.script()`` shows after ``T.``
     fields: ClassVar[tuple[str, ...]]
     _lowerings: ClassVar[dict[str, Callable]]
 
-    def __init__(self, **kw: Any):
+    def __init__(self, span: Any = None, **kw: Any):
         for f in self.fields:
             setattr(self, f, kw[f])
+        self.span = span
 
     # IR encoding -------------------------------------------------------------------------
     @classmethod
@@ -59,12 +61,14 @@ class TileOp:
         return tvm.ir.Op.get(cls.name)
 
     def to_call(self) -> tvm.ir.Call:
+        """The op as a TIR call.  The call keeps the op's span; TVMScript's parser gives the
+        call built from the user's ``T.op(...)`` the span of that line."""
         return tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields],
-                           ret_ty="handle")
+                           span=self.span, ret_ty="handle")
 
     @classmethod
     def from_call(cls, call: tvm.ir.Call) -> "TileOp":
-        return cls(**{f: _decode(a) for f, a in zip(cls.fields, call.args)})
+        return cls(span=call.span, **{f: _decode(a) for f, a in zip(cls.fields, call.args)})
 
     # lowering ----------------------------------------------------------------------------
     @classmethod

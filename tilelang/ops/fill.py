@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
+import tvm
 from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
 
+from ..errors import DSLError, DSLTypeError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -19,12 +23,40 @@ class Fill(TileOp):
 
 
 def fill(buffer: Any, value: Any):
-    """Set every element of ``buffer`` (a buffer or a slice) to ``value``, converted to the
-    buffer's dtype; elements outside the buffer are not written."""
+    """Set every element of ``buffer`` (a buffer or a slice) to ``value`` (a number or a
+    numeric scalar expression), converted to the buffer's dtype; elements outside the buffer
+    are not written."""
     dst = R.region_of(buffer, "T.fill", "destination")
-    dtype = R.buffer_of(dst).dtype
-    v = tirx.const(value, dtype) if isinstance(value, (int, float, bool)) else loops.cast(value, dtype)
-    return Fill(dst=dst, value=v).to_call()
+    return Fill(dst=dst, value=_value(value, R.buffer_of(dst))).to_call()
+
+
+def _numeric(dtype: str) -> bool:
+    """Whether a scalar of ``dtype`` converts to a number (not a handle or a pointer)."""
+    try:
+        code = tvm.DataType(dtype).type_code
+    except Exception:  # a pointer or another type that is no DataType
+        return False
+    return code != tvm.DataTypeCode.HANDLE and dtype != "void"
+
+
+def _value(value: Any, buf) -> Any:
+    """``value`` (a Python number or a numeric scalar expression) converted to ``buf``'s dtype;
+    another type raises :class:`DSLTypeError`, a constant the dtype cannot hold
+    :class:`DSLError`."""
+    if isinstance(value, numbers.Real):
+        try:
+            return tirx.const(value.item() if hasattr(value, "item") else value, buf.dtype)
+        except Exception:  # TVM's range check: the constant does not fit the dtype
+            raise DSLError(f"T.fill: the value {value!r} does not fit {buf.name}'s dtype "
+                           f"{buf.dtype}") from None
+    if is_buffer_var(value) or tvm.ir.is_prim_expr(value):
+        dtype = loops.dtype_of(value)
+        if _numeric(dtype):
+            return loops.cast(value, buf.dtype)
+        raise DSLTypeError(f"T.fill: the value {value} has dtype {dtype}, which cannot be "
+                           f"converted to {buf.name}'s dtype {buf.dtype}")
+    raise DSLTypeError(f"T.fill: the value must be a number or a scalar expression, got "
+                       f"{value!r} ({type(value).__name__}) for {buf.name}")
 
 
 def clear(buffer: Any):

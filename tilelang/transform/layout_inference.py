@@ -31,7 +31,7 @@ from ..ops.copy import Copy
 from ..ops.gemm import Gemm, GemmWarpPolicy
 from ..ops.reduce import Reduce
 from .ir import StmtMutator, peel_parallel
-from .passes import function_pass, target_of
+from .passes import at_source, function_pass, target_of
 
 FRAGMENT = "local.fragment"
 SHARED = ("shared", "shared.dyn")
@@ -206,28 +206,29 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
     num_warps = max(1, num_threads // 32)
     # 1. fixed demands
     for op in col.ops:
-        if isinstance(op, AnnotateLayout):
-            lay = codec.decode(op.layout)
-            if is_fragment(op.buffer):
-                if not isinstance(lay, Fragment) or lay.dims is None:
-                    raise LoweringError(f"T.annotate_layout: fragment {op.buffer.name} needs a "
-                                        "Fragment built from factors on CUDA")
-                st.set(op.buffer, lay, "T.annotate_layout")
-            elif op.buffer.scope() in SHARED:
-                shared_layouts[key(op.buffer)] = op.layout
-        elif isinstance(op, Gemm):
-            m, n, k = (R.as_int(x) for x in op.mnk())
-            C = R.buffer_of(op.C)
-            wm, wn = warp_grid(op.policy, m, n, num_warps)
-            if is_fragment(C):
-                st.set(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
-            A = R.buffer_of(op.A)
-            if is_fragment(A):
-                st.set(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
-            for x in (op.A, op.B):
-                if R.scope_of(x) in SHARED:
-                    swizzle.add(key(R.buffer_of(x)))
-                    gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
+        with at_source(op.span):  # errors name the op's line
+            if isinstance(op, AnnotateLayout):
+                lay = codec.decode(op.layout)
+                if is_fragment(op.buffer):
+                    if not isinstance(lay, Fragment) or lay.dims is None:
+                        raise LoweringError(f"T.annotate_layout: fragment {op.buffer.name} needs a "
+                                            "Fragment built from factors on CUDA")
+                    st.set(op.buffer, lay, "T.annotate_layout")
+                elif op.buffer.scope() in SHARED:
+                    shared_layouts[key(op.buffer)] = op.layout
+            elif isinstance(op, Gemm):
+                m, n, k = (R.as_int(x) for x in op.mnk())
+                C = R.buffer_of(op.C)
+                wm, wn = warp_grid(op.policy, m, n, num_warps)
+                if is_fragment(C):
+                    st.set(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
+                A = R.buffer_of(op.A)
+                if is_fragment(A):
+                    st.set(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
+                for x in (op.A, op.B):
+                    if R.scope_of(x) in SHARED:
+                        swizzle.add(key(R.buffer_of(x)))
+                        gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
     for k, text in shared_layouts.items():
         lay = codec.decode(text)
         if getattr(lay, "swizzled", False):
@@ -289,19 +290,20 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
 
 def _propagate(col: _Collect, st: _State) -> None:
     for op in col.ops:
-        if isinstance(op, Copy):
-            s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
-            if is_fragment(s) and is_fragment(d) and R.same_shape(s.shape, d.shape):
-                if st.get(s) is not None:
-                    st.set(d, st.get(s), f"T.copy({s.name}, {d.name})")
-                elif st.get(d) is not None:
-                    st.set(s, st.get(d), f"T.copy({s.name}, {d.name})")
-        elif isinstance(op, Reduce):
-            s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
-            if is_fragment(s) and is_fragment(d) and st.get(s) is not None:
-                keep = len(d.shape) == len(s.shape)
-                st.set(d, st.get(s).reduce(op.dim, keep_dim=keep),
-                       f"T.reduce_{op.kind}({s.name}, {d.name})")
+        with at_source(op.span):  # errors name the op's line
+            if isinstance(op, Copy):
+                s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
+                if is_fragment(s) and is_fragment(d) and R.same_shape(s.shape, d.shape):
+                    if st.get(s) is not None:
+                        st.set(d, st.get(s), f"T.copy({s.name}, {d.name})")
+                    elif st.get(d) is not None:
+                        st.set(s, st.get(d), f"T.copy({s.name}, {d.name})")
+            elif isinstance(op, Reduce):
+                s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
+                if is_fragment(s) and is_fragment(d) and st.get(s) is not None:
+                    keep = len(d.shape) == len(s.shape)
+                    st.set(d, st.get(s).reduce(op.dim, keep_dim=keep),
+                           f"T.reduce_{op.kind}({s.name}, {d.name})")
     for lp in col.loops:
         lk = key(lp.node.loop_var)
         extents = [R.as_int(e) for e in lp.extents]

@@ -2,7 +2,8 @@
 
 Expects: a PrimFunc with a ``target`` attribute whose tile operators are ``Evaluate(tl.*)``.
 Guarantees: no ``tl.*`` tile-operator call remains; the loops that replace them are
-``T.Parallel`` (parallel-kind) or serial loops over the operator's region.
+``T.Parallel`` (parallel-kind) or serial loops over the operator's region.  A ``LoweringError``
+of an op ends with the user's source line of that op.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
 from .ir import StmtMutator
-from .passes import function_pass, target_of
+from .passes import at_source, function_pass, target_of
 
 
 # Marks a copy that a pipelined loop issues ahead (cp.async where the copy allows it).
@@ -76,7 +77,8 @@ class _Lower(StmtMutator):
         op = decode(s)
         if op is None:
             return s
-        return op.lower(self.ctx)
+        with at_source(op.span or s.span):
+            return op.lower(self.ctx)
 
 
 @function_pass("tl.LowerTileOps")

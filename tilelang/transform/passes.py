@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from typing import Callable, Iterator
 
 import tvm
 from tvm import tirx
 from tvm.target import Target
 
-from ..errors import LoweringError, TileLangError
+from ..errors import LoweringError, TileLangError, source_location
 
 
 # A TileLangError raised inside a pass crosses TVM's FFI as a plain RuntimeError; the original
@@ -38,6 +38,20 @@ def function_pass(name: str) -> Callable[[Callable], Callable[[], tvm.transform.
         return factory
 
     return deco
+
+
+@contextlib.contextmanager
+def at_source(span) -> Iterator[None]:
+    """Append the user's source line of ``span`` (a tile op's) to a ``LoweringError`` raised
+    inside; an error that already names a line keeps it."""
+    try:
+        yield
+    except LoweringError as err:
+        where = source_location(span)
+        if where and not getattr(err, "located", False) and len(err.args) == 1:
+            err.args = (f"{err.args[0]}\n  {where}",)
+            err.located = True
+        raise
 
 
 def target_of(func: tirx.PrimFunc) -> Target:

@@ -157,3 +157,198 @@ def test_gemm_operand_dtypes_must_match():
                 B_s = T.alloc_shared((32, 64), "bfloat16")
                 C_f = T.alloc_fragment((64, 64), "float32")
                 T.gemm(A_s, B_s, C_f)
+
+
+# --- misuse of launch sizes, allocation sizes, constant indices and values -------------------
+
+from tilelang.errors import DSLTypeError, LoweringError  # noqa: E402
+
+_FILE = __file__.split("/")[-1]
+
+
+def _assert_names(err, op, line):
+    msg = str(err)
+    assert op in msg, msg
+    assert line in msg and _FILE in msg, msg
+
+
+@pytest.mark.parametrize("grid", [0, -2])
+def test_kernel_grid_must_be_positive(grid):
+    with pytest.raises(DSLError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(grid, threads=128) as bx:  # <- bad grid
+                A[0] = 1.0
+
+    assert isinstance(info.value, ValueError) and not isinstance(info.value, TypeError)
+    _assert_names(info.value, "T.Kernel", "<- bad grid")
+    assert f"got {grid}" in str(info.value)
+
+
+@pytest.mark.parametrize("grid, threads, what", [
+    (1, 1.5, "threads"),
+    (1, (32, "4"), "threads[1]"),
+    (1, True, "threads"),
+    (2.0, 128, "grid dimension 0"),
+    ("a", 128, "grid dimension 0"),
+])
+def test_kernel_sizes_must_be_integers(grid, threads, what):
+    with pytest.raises(DSLTypeError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(grid, threads=threads) as bx:  # <- bad launch
+                A[0] = 1.0
+
+    assert isinstance(info.value, TypeError) and isinstance(info.value, DSLError)
+    _assert_names(info.value, "T.Kernel", "<- bad launch")
+    assert f"{what} must be an integer" in str(info.value)
+
+
+def test_kernel_float_expression_grid_is_a_type_error():
+    with pytest.raises(DSLTypeError, match="T.Kernel: grid dimension 1 must be an integer"):
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), f: T.float32):
+            with T.Kernel(1, f, threads=128) as (bx, by):
+                A[0] = 1.0
+
+
+def test_symbolic_sizes_are_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float16"), n: T.int32):
+        with T.Kernel(n, T.ceildiv(n, 2), threads=(32, 4)) as (bx, by):
+            S = T.alloc_shared((n, 2), "float16")
+            A[63] = S[n - 1, 1]
+
+    assert "shared" in main.script()
+
+
+@pytest.mark.parametrize("scope", ["shared", "fragment", "local", "global"])
+@pytest.mark.parametrize("size", [0, -3])
+def test_allocation_sizes_must_be_positive(scope, size):
+    alloc = getattr(T, "alloc_" + scope)
+    with pytest.raises(DSLError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                S = alloc((4, size), "float32")  # <- bad allocation
+                A[0] = 1.0
+
+    assert isinstance(info.value, ValueError)
+    _assert_names(info.value, f"T.alloc_{scope}", "<- bad allocation")
+    assert f"dimension 1 of shape (4, {size}) must be positive" in str(info.value)
+
+
+def test_allocation_size_must_be_an_integer():
+    with pytest.raises(DSLTypeError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                S = T.alloc_fragment((16, 2.5), "float32")  # <- float size
+                A[0] = 1.0
+
+    _assert_names(info.value, "T.alloc_fragment", "<- float size")
+
+
+@pytest.mark.parametrize("index", [64, -1])
+def test_constant_store_outside_a_tensor(index):
+    with pytest.raises(DSLError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((4, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.serial(4):
+                    A[i, index] = 1.0  # <- bad store
+
+    _assert_names(info.value, "store to A[i, " + str(index) + "]", "<- bad store")
+    assert f"index {index} is out of bounds for dimension 1 of A with shape (4, 64)" \
+        in str(info.value)
+
+
+@pytest.mark.parametrize("scope", ["shared", "fragment", "local", "global"])
+def test_constant_store_outside_an_allocation(scope):
+    alloc = getattr(T, "alloc_" + scope)
+    with pytest.raises(DSLError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((4, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                S = alloc((4, 8), "float32")
+                for i in T.serial(4):
+                    S[i, 8] = 1.0  # <- bad store
+                A[0, 0] = S[0, 0]
+
+    _assert_names(info.value, "store to S[i, 8]", "<- bad store")
+    assert "dimension 1 of S with shape (4, 8) (valid: 0 to 7)" in str(info.value)
+
+
+@pytest.mark.parametrize("scope", ["tensor", "shared", "fragment", "local"])
+def test_constant_load_outside_a_buffer(scope):
+    alloc = getattr(T, "alloc_" + scope, None)
+    with pytest.raises(DSLError) as info:
+        if alloc is None:
+            @T.prim_func
+            def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+                with T.Kernel(1, threads=128) as bx:
+                    B[0] = A[1] + A[100]  # <- bad load
+        else:
+            @T.prim_func
+            def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+                with T.Kernel(1, threads=128) as bx:
+                    S = alloc((16,), "float32")
+                    T.copy(A[0:16], S)
+                    B[0] = S[1] + S[16]  # <- bad load
+
+    name, n = ("A", 100) if alloc is None else ("S", 16)
+    _assert_names(info.value, f"load of {name}[{n}]", "<- bad load")
+
+
+def test_constant_indices_inside_the_buffer_are_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_local((8,), "float32")
+            S[7] = A[3, 63]
+            A[0, 0] = S[7]
+
+    assert "S[7]" in main.script()
+
+
+def test_fill_value_must_be_a_number():
+    with pytest.raises(DSLTypeError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                T.fill(A, "x")  # <- bad fill
+
+    assert isinstance(info.value, TypeError)
+    _assert_names(info.value, "T.fill", "<- bad fill")
+    assert "'x' (str)" in str(info.value)
+
+
+def test_fill_value_must_fit_the_dtype():
+    with pytest.raises(DSLError) as info:
+
+        @T.prim_func
+        def main(A: T.Tensor((64,), "int8")):
+            with T.Kernel(1, threads=128) as bx:
+                T.fill(A, 1000)  # <- too large
+
+    assert not isinstance(info.value, TypeError)
+    _assert_names(info.value, "T.fill", "<- too large")
+    assert "does not fit A's dtype int8" in str(info.value)
+
+
+def test_exception_types_derive_from_the_builtin_ones():
+    import tilelang.errors as E
+
+    assert issubclass(E.DSLError, ValueError)
+    assert issubclass(E.DSLTypeError, E.DSLError) and issubclass(E.DSLTypeError, TypeError)
+    assert issubclass(E.LoweringError, RuntimeError) and issubclass(E.CompileError, RuntimeError)
+    assert issubclass(E.KernelArgumentTypeError, E.KernelArgumentError)
+    assert issubclass(E.KernelArgumentTypeError, TypeError)
