@@ -2,7 +2,9 @@
 apply to the same element without losing updates.
 
 ``dst`` is an element (``C[i, j]``) with a scalar ``value``, or a region with a region or
-buffer ``value`` of the same shape (element-wise).  The result is converted to ``dst``'s dtype.
+buffer ``value`` of the same shape once unit dims are dropped (element-wise); an element ``dst``
+with a tile ``value`` stands for the region of ``value``'s shape starting there, as in
+``T.copy``.  The result is converted to ``dst``'s dtype.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _atomic(kind: str, dst: Any, value: Any):
     value = getattr(value, "scalar", value)
     if R.is_buffer(value) or R.is_region(value):
         v = R.region_of(value, opname, "value")
-        d = R.region_of(dst, opname, "destination", like_shape=R.squeeze(R.extents(v)))
+        d = R.region_of(dst, opname, "destination", like_shape=R.extents(v))
         if not R.same_shape(R.squeeze(R.extents(v)), R.squeeze(R.extents(d))):
             raise TileOpError(
                 f"{opname}: value {R.describe(v)} {R.fmt_shape(R.extents(v))} and destination "
@@ -98,20 +100,21 @@ def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
                 break
         return tirx.IfThenElse(ctx.thread_var == owner, call, None)
     vb = R.buffer_of(op.value)
-    shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+    # a whole fragment value: the nest has its shape (unit dims too) and follows its layout
+    by_fragment = vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape)
 
-    def body(iv):
-        di = loops.region_indices(op.dst, iv)
-        vi = loops.region_indices(op.value, iv)
+    def body(indices):
+        di, vi = indices
         val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
         call = tirx.Evaluate(tirx.call_extern(dst.dtype, fn,
                                               tirx.address_of(tirx.BufferLoad(dst, di)), val))
         return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer), call)
 
-    nest = loops.loop_nest(shape, body, kind=loops.PARALLEL, prefix="a", analyzer=ctx.analyzer)
-    if vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape) and \
-            len(R.squeeze(vb.shape)) == len(vb.shape):
+    nest = loops.element_nest([op.dst, op.value], body, kind=loops.PARALLEL, prefix="a",
+                              analyzer=ctx.analyzer, whole=1 if by_fragment else None)
+    if by_fragment:
         return loops.with_layout(nest, ctx.layout(vb))
+    shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
     return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
 
 
@@ -122,11 +125,10 @@ def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     dst = R.buffer_of(op.dst)
     is_region = R.is_region(op.value)
 
-    def body(iv):
-        di = loops.region_indices(op.dst, iv)
+    def body(indices):
+        di = indices[0]
         if is_region:
-            vb = R.buffer_of(op.value)
-            vi = loops.region_indices(op.value, iv)
+            vb, vi = R.buffer_of(op.value), indices[1]
             val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
             ok = loops.bounds_checks(vb, vi, ctx.analyzer)
         else:
@@ -134,6 +136,7 @@ def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
         upd = tirx.BufferStore(dst, apply(op.kind, tirx.BufferLoad(dst, di), val), di)
         return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer) + ok, upd)
 
-    nest = loops.loop_nest(R.squeeze(R.extents(op.dst)), body, kind=loops.SERIAL, prefix="a",
-                           analyzer=ctx.analyzer)
+    regions = [op.dst, op.value] if is_region else [op.dst]
+    nest = loops.element_nest(regions, body, kind=loops.SERIAL, prefix="a",
+                              analyzer=ctx.analyzer)
     return tirx.AttrStmt(tirx.const(0, "int32"), ATOMIC_MARK, tirx.const(1, "int32"), nest)

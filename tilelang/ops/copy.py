@@ -2,7 +2,9 @@
 
 Semantics (every target): the element at local coordinate ``c`` of the source region goes to
 local coordinate ``c`` of the destination region, the two regions having the same shape once
-unit dimensions are dropped; values are converted to the destination dtype.  Source elements
+unit dimensions are dropped; values are converted to the destination dtype.  An element index
+on one side stands for the region of the other side's shape starting there (see
+``region.fit_extents``: dimension by dimension when the ranks agree).  Source elements
 outside their buffer read as zero, destination elements outside their buffer are not written.
 """
 
@@ -46,10 +48,10 @@ def copy(
         )
     if R.is_element(src):
         d = R.region_of(dst, "T.copy", "destination")
-        s = R.region_of(src, "T.copy", "source", like_shape=R.squeeze(R.extents(d)))
+        s = R.region_of(src, "T.copy", "source", like_shape=R.extents(d))
     else:
         s = R.region_of(src, "T.copy", "source")
-        d = R.region_of(dst, "T.copy", "destination", like_shape=R.squeeze(R.extents(s)))
+        d = R.region_of(dst, "T.copy", "destination", like_shape=R.extents(s))
     ss, ds = R.squeeze(R.extents(s)), R.squeeze(R.extents(d))
     if not R.same_shape(ss, ds):
         raise TileOpError(
@@ -68,21 +70,24 @@ def copy(
     ).to_call()
 
 
-def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL) -> tirx.Stmt:
-    """The copy as a ``T.Parallel`` nest of guarded element moves (reference lowering)."""
+def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL,
+                     whole: int | None = None) -> tirx.Stmt:
+    """The copy as a ``T.Parallel`` nest of guarded element moves (reference lowering); the
+    nest has the shape of the source (``whole=0``) or destination (``whole=1``) region, unit
+    dims included, when given, else of the regions' non-unit dims."""
     src_buf, dst_buf = R.buffer_of(op.src), R.buffer_of(op.dst)
     a = ctx.analyzer
 
-    def body(iv):
-        si = loops.region_indices(op.src, iv)
-        di = loops.region_indices(op.dst, iv)
+    def body(indices):
+        si, di = indices
         value = loops.cast(tirx.BufferLoad(src_buf, si), dst_buf.dtype)
         src_ok = loops.all_of(loops.bounds_checks(src_buf, si, a))
         if src_ok is not None:
             value = tirx.if_then_else(src_ok, value, tirx.const(0, dst_buf.dtype))
         return loops.guard(loops.bounds_checks(dst_buf, di, a), tirx.BufferStore(dst_buf, value, di))
 
-    return loops.loop_nest(op.shape(), body, kind=kind, prefix="c", analyzer=a)
+    return loops.element_nest([op.src, op.dst], body, kind=kind, prefix="c", analyzer=a,
+                              whole=whole)
 
 
 Copy.lowering("cpu")(elementwise_copy)
@@ -103,13 +108,10 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
         if not R.same_shape(R.extents(frag), buf.shape):
             raise LoweringError(f"T.copy: on CUDA a fragment ({buf.name}) is copied whole, not as "
                                 f"the slice {R.describe(frag)}")
-        other = op.dst if frag is op.src else op.src
-        lay = ctx.layout(buf)
-        if not R.same_shape(R.squeeze(R.extents(other)), R.squeeze(buf.shape)) or \
-                len(R.squeeze(buf.shape)) != len(buf.shape):
-            return loops.with_layout(elementwise_copy(op, ctx), lay)
+        # the nest has the fragment's shape (unit dims too) so that its layout partitions it
+        whole = 0 if frag is op.src else 1
         vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer, max_bytes=16))
-        return loops.with_layout(elementwise_copy(op, ctx), lay, vec)
+        return loops.with_layout(elementwise_copy(op, ctx, whole=whole), ctx.layout(buf), vec)
     vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
     shape = [R.as_int(e) for e in op.shape()]
     if any(e is None for e in shape):

@@ -95,6 +95,34 @@ def region_indices(region, local: Sequence, squeeze: bool = True) -> list:
     return out
 
 
+def element_nest(
+    regions: Sequence,
+    body: Callable[[list[list]], tirx.Stmt],
+    kind=PARALLEL,
+    prefix: str = "i",
+    analyzer: Analyzer | None = None,
+    whole: int | None = None,
+) -> tirx.Stmt:
+    """A loop nest over the elements of ``regions`` (equal shapes once unit dims are dropped);
+    ``body`` gets the buffer indices of the current element in each region.  The nest runs over
+    the non-unit dims, or over every dim of ``regions[whole]`` (unit dims included) so that
+    the nest has that region's shape, as a fragment layout that partitions it must."""
+    from . import region as R
+
+    if whole is None:
+        shape = [e for e in R.extents(regions[0]) if not _is_one(e)]
+    else:
+        shape = R.extents(regions[whole])
+
+    def at(iv):
+        local = iv if whole is None else \
+            [v for v, e in zip(iv, shape) if not _is_one(e)]
+        return body([region_indices(reg, iv, squeeze=False) if k == whole
+                     else region_indices(reg, local) for k, reg in enumerate(regions)])
+
+    return loop_nest(shape, at, kind=kind, prefix=prefix, analyzer=analyzer)
+
+
 def _is_one(e) -> bool:
     return isinstance(e, (int, tirx.IntImm)) and int(e) == 1
 
@@ -120,6 +148,13 @@ def elem_bytes(dtype: str) -> int:
     return max(1, tvm.DataType(dtype).bits // 8)
 
 
+def _is_narrow_float(dtype: str) -> bool:
+    import tvm
+
+    t = tvm.DataType(dtype)
+    return t.is_float and t.bits < 16
+
+
 def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
     """Widest vector (in elements) that every region can move along its last dim: the last
     buffer dim is the region's last non-unit dim, and extents, region starts and the buffer's
@@ -128,6 +163,8 @@ def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
 
     dt = R.buffer_of(regions[0]).dtype
     v = max(1, max_bytes // elem_bytes(dt))
+    if _is_narrow_float(dt):
+        v = min(v, 4)  # TVM's CUDA codegen has no wider vectors of float8 (or narrower) types
     for reg in regions:
         buf = R.buffer_of(reg)
         if elem_bytes(buf.dtype) != elem_bytes(dt):

@@ -3,13 +3,16 @@
 ``dst`` has ``src``'s shape without dimension ``dim`` (a kept unit dimension is accepted too).
 With ``clear=True`` the result replaces ``dst``; with ``clear=False`` it is folded into
 ``dst``'s existing values with the same operation (``max(dst, max(src))``, ``dst + sum(src)``).
-The reduction runs in ``dst``'s dtype.
+Sums run in ``dst``'s dtype, except for 8-bit (and narrower) floats, which have no arithmetic
+of their own: they sum in float32, rounded to ``dst``'s dtype once at the end.  Max/min of
+floats narrower than float32 are taken in float32, which gives the same (exact) result.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import tvm
 from tvm import tirx
 
 from ..errors import LoweringError, TileOpError
@@ -28,14 +31,22 @@ class Reduce(TileOp):
 
 
 def identity(kind: str, dtype: str):
-    """The value a reduction starts from."""
-    if kind == "max":
-        return tirx.min_value(dtype) if not dtype.startswith(("float", "bfloat")) \
-            else -tirx.infinity(dtype)
-    if kind == "min":
-        return tirx.max_value(dtype) if not dtype.startswith(("float", "bfloat")) \
-            else tirx.infinity(dtype)
+    """The value a reduction computing in ``dtype`` (see :func:`accum_dtype`) starts from:
+    -inf / +inf for float max / min, the extreme integers for integer ones, 0 for sums."""
+    if kind in ("max", "min", "absmax"):
+        sign = 1 if kind == "min" else -1
+        if tvm.DataType(dtype).is_float:
+            return tirx.const(sign * float("inf"), dtype)
+        return tirx.max_value(dtype) if sign > 0 else tirx.min_value(dtype)
     return tirx.const(0, dtype)
+
+
+def accum_dtype(kind: str, dtype: str) -> str:
+    """The dtype a reduction of ``kind`` into ``dtype`` computes in."""
+    t = tvm.DataType(dtype)
+    if t.is_float and t.bits < 32 and (t.bits < 16 or kind in ("max", "min", "absmax")):
+        return "float32"
+    return str(dtype)
 
 
 def combine(kind: str, acc, x):
@@ -127,25 +138,31 @@ def src_indices(op: Reduce, outer: list, r) -> list:
 
 @Reduce.lowering("cpu")
 def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
+    """Per kept coordinate: start from the identity (or ``dst``), fold the source line in
+    order, store the result."""
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
-    dt = dst.dtype
+    at = accum_dtype(op.kind, dst.dtype)
+    acc = tirx.decl_buffer([1], at, f"{dst.name}_acc", scope="local")
     n = R.extents(op.src)[op.dim]
 
     def body(outer):
         di = dst_indices(op, outer)
+        start = identity(op.kind, at) if op.clear else \
+            loops.cast(tirx.BufferLoad(dst, di), at)
         fold = loops.loop_nest(
             [n],
             lambda rv: tirx.BufferStore(
-                dst,
-                combine(op.kind, tirx.BufferLoad(dst, di),
-                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), dt)),
-                di),
+                acc,
+                combine(op.kind, tirx.BufferLoad(acc, [0]),
+                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), at)),
+                [0]),
             kind=loops.SERIAL, prefix="r")
-        if op.clear:
-            return tirx.SeqStmt([tirx.BufferStore(dst, identity(op.kind, dt), di), fold])
-        return fold
+        return tirx.SeqStmt([tirx.BufferStore(acc, start, [0]), fold,
+                             tirx.BufferStore(dst, loops.cast(tirx.BufferLoad(acc, [0]),
+                                                              dst.dtype), di)])
 
-    return loops.loop_nest(_kept(op), body, kind=loops.SERIAL, prefix="o")
+    nest = loops.loop_nest(_kept(op), body, kind=loops.SERIAL, prefix="o")
+    return tirx.SeqStmt([tirx.AllocBuffer(acc), nest])
 
 
 _OP = {"max": "tl::MaxOp", "min": "tl::MinOp", "sum": "tl::SumOp", "abssum": "tl::SumOp",
@@ -175,7 +192,7 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
         raise LoweringError(
             f"T.reduce_{op.kind}: destination {dst.name} has layout {ld}, but reducing "
             f"{src.name} (layout {ls}) over dim {op.dim} gives {want}")
-    dt = dst.dtype
+    dt = accum_dtype(op.kind, dst.dtype)
     tmp = tirx.decl_buffer(list(dst.shape), dt, f"{dst.name}_part", scope="local.fragment")
     dshape = [R.as_int(s) for s in dst.shape]
     sshape = [R.as_int(s) for s in src.shape]
@@ -216,8 +233,9 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     def finish(iv):
         new = tirx.BufferLoad(tmp, list(iv))
         if not op.clear:
-            new = _fold_values(_FOLD[op.kind], tirx.BufferLoad(dst, list(iv)), new)
-        return tirx.BufferStore(dst, new, list(iv))
+            new = _fold_values(_FOLD[op.kind], loops.cast(tirx.BufferLoad(dst, list(iv)), dt),
+                               new)
+        return tirx.BufferStore(dst, loops.cast(new, dst.dtype), list(iv))
 
     stmts.append(loops.with_layout(loops.loop_nest(dshape, finish), ld))
     return tirx.SeqStmt(stmts)

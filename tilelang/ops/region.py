@@ -40,8 +40,8 @@ def full_region(buf) -> tvm.ir.TensorRegion:
 def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) -> tvm.ir.TensorRegion:
     """Convert a user argument into a ``TensorRegion``.
 
-    ``like_shape`` gives the extents used when ``x`` is an element index: they are aligned
-    with the buffer's trailing dimensions, the leading ones get extent 1.
+    ``like_shape`` gives the extents used when ``x`` is an element index (the other operand's
+    shape, see :func:`fit_extents`).
     """
     x = getattr(x, "scalar", x)  # T.alloc_var wrapper
     if is_buffer(x):
@@ -53,17 +53,29 @@ def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) ->
         idx = list(x.indices)
         if like_shape is None:
             return tirx.BufferRegion(buf, [Range.from_min_extent(i, 1) for i in idx])
-        like = list(like_shape)
-        if len(like) > len(idx):
-            like = squeeze(like)
-        if len(like) > len(idx):
+        ext = fit_extents(like_shape, len(idx))
+        if ext is None:
             raise TileOpError(
                 f"{op}: {role} {x} indexes {len(idx)} dims but the other operand has shape "
                 f"{fmt_shape(like_shape)}"
             )
-        ext = [1] * (len(idx) - len(like)) + like
         return tirx.BufferRegion(buf, [Range.from_min_extent(i, e) for i, e in zip(idx, ext)])
     raise TileOpError(f"{op}: {role} must be a buffer, a slice or an element of a buffer, got {x!r}")
+
+
+def fit_extents(shape: Sequence, ndim: int) -> list | None:
+    """The extents, over ``ndim`` buffer dims, of the region an element index stands for when
+    the other operand has ``shape``: dimension by dimension when the ranks agree; aligned with
+    the trailing dims (leading extents 1) when ``shape`` has fewer dims; with unit dims of
+    ``shape`` dropped, leading ones first, when it has more.  ``None`` when it cannot fit."""
+    ext = list(shape)
+    drop = len(ext) - ndim
+    if drop > 0:
+        units = [k for k, e in enumerate(ext) if as_int(e) == 1][:drop]
+        if len(units) < drop:
+            return None
+        ext = [e for k, e in enumerate(ext) if k not in units]
+    return [1] * (ndim - len(ext)) + ext
 
 
 def buffer_of(region: tvm.ir.TensorRegion):

@@ -23,7 +23,7 @@ from tvm import tirx
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
-from ..layout.fragment import Factor, Fragment, THREAD, elementwise, mma_accumulator
+from ..layout.fragment import REG, Factor, Fragment, THREAD, elementwise, mma_accumulator
 from ..ops import decode
 from ..ops import region as R
 from ..ops.annotate import AnnotateLayout
@@ -288,6 +288,41 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
     return lay
 
 
+def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment | None:
+    """A fragment's layout read off a loop access: its indices are loop vars in order, or 0 at
+    the fragment's unit dims (``s[i, 0]`` of a ``(bM, 1)`` tile); the loop dims it does not use
+    are reduced away (their threads become replicas)."""
+    shape = [int(s) for s in buf.shape]
+    var_idx = [e for e in idx if not isinstance(e, tirx.IntImm)]
+    units = [d for d, e in enumerate(idx) if isinstance(e, tirx.IntImm)]
+    if any(int(idx[d]) != 0 or shape[d] != 1 for d in units):
+        return None
+    pos = _as_loop_vars(var_idx, lp.vars)
+    if pos is None:
+        return None
+    lay = loop_layout
+    for d in reversed(range(len(lp.vars))):
+        if d not in pos:
+            lay = lay.reduce(d)
+    if units:
+        lay = _insert_unit_dims(lay, units)
+    return lay if list(lay.shape) == shape else None
+
+
+def _insert_unit_dims(lay: Fragment, units: list[int]) -> Fragment:
+    """``lay`` with unit dims inserted so that they stand at positions ``units``."""
+    dims, shape, src = [], [], iter(range(len(lay.shape)))
+    for k in range(len(lay.shape) + len(units)):
+        if k in units:
+            dims.append([Factor(k, 1, REG, 1)])
+            shape.append(1)
+        else:
+            d = next(src)
+            dims.append([Factor(k, x.extent, x.kind, x.stride) for x in lay.dims[d]])
+            shape.append(lay.shape[d])
+    return Fragment.from_factors(shape, dims, lay.replicas, name=lay.name)
+
+
 def _propagate(col: _Collect, st: _State) -> None:
     for op in col.ops:
         with at_source(op.span):  # errors name the op's line
@@ -323,14 +358,8 @@ def _propagate(col: _Collect, st: _State) -> None:
         for buf, idx in lp.accesses:
             if st.get(buf) is not None:
                 continue
-            pos = _as_loop_vars(idx, lp.vars)
-            if pos is None:
-                continue
-            lay = loop_layout
-            for d in reversed(range(len(lp.vars))):
-                if d not in pos:
-                    lay = lay.reduce(d)
-            if list(lay.shape) == [int(s) for s in buf.shape]:
+            lay = _buffer_layout_from(loop_layout, idx, lp, buf)
+            if lay is not None:
                 st.set(buf, lay, f"the T.Parallel loop over {extents}")
 
 
