@@ -17,7 +17,8 @@ class AutoTunedFunction:
 
     def __init__(self, fn: Callable, configs: Iterable[dict] | Callable, profile: dict):
         self.fn = fn
-        self.configs = configs
+        # a generator or other one-shot iterable is read once, here, for every call
+        self.configs = configs if callable(configs) else list(configs)
         self.profile = profile
         self._best: dict = {}
         functools.update_wrapper(self, fn, updated=())

@@ -50,10 +50,12 @@ class AutoTuner:
             self.compile_args.update(fn.options)
             fn = fn.fn
         self.fn = fn
-        self.configs = configs
+        # a generator or other one-shot iterable is read once, here
+        self.configs = configs if callable(configs) or configs is None else list(configs)
         self.profile_args = dict(_PROFILE_DEFAULTS)
         self._args: tuple = ()
         self._kwargs: dict = {}
+        self._candidates: list[dict] | None = None
 
     @classmethod
     def from_kernel(cls, kernel: Callable, configs: Iterable[dict] | Callable) -> "AutoTuner":
@@ -98,6 +100,7 @@ class AutoTuner:
         """Arguments every candidate gets besides its configuration (``@tilelang.autotune``
         binds the call's arguments)."""
         self._args, self._kwargs = args, kwargs
+        self._candidates = None
         return self
 
     # ---------------------------------------------------------------------------------------
@@ -108,6 +111,11 @@ class AutoTuner:
     def candidate_configs(self) -> list[dict]:
         """The configurations to try, each checked against the function's parameters: a key
         the function does not take raises ``TypeError`` naming it."""
+        if self._candidates is None:
+            self._candidates = self._checked_configs()
+        return self._candidates
+
+    def _checked_configs(self) -> list[dict]:
         configs = self.configs
         if callable(configs):
             configs = configs(*self._args, **self._kwargs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from typing import Any, Callable, Sequence
 
 from .failures import COMPILE_ERROR, TIMEOUT, compile_reason, message_of
@@ -94,7 +95,14 @@ def _compile_forked(funcs, options, timeout, on_done, workers: int) -> None:
                 reader, writer = ctx.Pipe(duplex=False)
                 proc = ctx.Process(target=_child, daemon=True,
                                    args=(writer, funcs[i], options, _lib_path(scratch, i)))
-                proc.start()
+                with warnings.catch_warnings():
+                    # Python 3.12+ warns on any fork of a process with threads (torch's and
+                    # TVM's pools are idle here).  The child takes no lock those threads use:
+                    # it only lowers and compiles, never touches CUDA, and is killed at
+                    # ``timeout`` if it hangs anyway.
+                    warnings.filterwarnings("ignore", message=".*multi-threaded.*fork",
+                                            category=DeprecationWarning)
+                    proc.start()
                 writer.close()
                 running[reader] = (i, proc, time.monotonic())
             wait_s = 0.5

@@ -137,6 +137,18 @@ def test_tunes_in_parallel_then_a_second_process_reuses_the_cached_best(tmp_path
     assert second["failures"] == first["failures"]
 
 
+def test_configs_may_be_a_generator_and_are_read_once():
+    configs = ({"block_M": b} for b in (8, 16))
+
+    @tilelang.autotune(configs=configs, warmup=1, rep=3)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def build(M, N, block_M=16):
+        return scale(M, N, block_M)
+
+    assert build(32, 8).config in ({"block_M": 8}, {"block_M": 16})
+    assert build(64, 8).config in ({"block_M": 8}, {"block_M": 16})
+
+
 def test_a_config_key_the_function_does_not_take_raises_type_error():
     calls = []
 
@@ -311,3 +323,36 @@ def test_disabled_cache_stores_no_tuning_result(tmp_path):
         tilelang.enable_cache()
     assert k.autotune_result.cache_path is None
     assert not (tmp_path / "cache" / "autotune").exists()
+
+
+def scale_through_shared(M, N, block_M=32):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            s = T.alloc_shared((block_M, N), "float32")
+            x = T.alloc_fragment((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], s)
+            T.copy(s, x)
+            for i, j in T.Parallel(block_M, N):
+                x[i, j] = x[i, j] * 2.0
+            T.copy(x, Y[bx * block_M, 0])
+
+    return main
+
+
+@pytest.mark.gpu
+def test_tunes_on_the_gpu_after_cuda_is_initialized_here():
+    x = torch.randn(1024, 256, device="cuda")  # CUDA is live in this process before forking
+    torch.cuda.synchronize()
+
+    @tilelang.autotune(configs=[{"block_M": 16}, {"block_M": 32}, {"block_M": 512}],
+                       warmup=5, rep=20, ref_prog=lambda a: a * 2)
+    @tilelang.jit(out_idx=[-1])
+    def build(M, N, block_M=32):
+        return scale_through_shared(M, N, block_M)
+
+    k = build(1024, 256)
+    assert k.config in ({"block_M": 16}, {"block_M": 32}) and k.latency > 0
+    [failure] = k.autotune_failures  # 512 x 256 float32 is 512 KiB of shared memory
+    assert failure.config == {"block_M": 512} and failure.reason == "shared memory exceeded"
+    torch.testing.assert_close(k(x), x * 2)
