@@ -64,14 +64,21 @@ def has_nvrtc() -> bool:
 
 
 def save_source(code: str) -> str:
-    folder = Path(os.environ.get("TILELANG_CACHE_DIR", Path.home() / ".tilelang" / "cache")) / "src"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        folder = Path(tempfile.gettempdir())
-    path = folder / f"kernel_{hashlib.sha1(code.encode()).hexdigest()[:16]}.cu"
-    path.write_text(code)
-    return str(path)
+    """Keep a source that failed to compile (under the kernel cache's ``src/``, else the temp
+    directory) and return its path, or a note why it could not be kept; never raises."""
+    from ..jit.cache import cache_dir
+
+    name = f"kernel_{hashlib.sha1(code.encode()).hexdigest()[:16]}.cu"
+    root = cache_dir()
+    problem = ""
+    for folder in ([root / "src"] if root else []) + [Path(tempfile.gettempdir())]:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(code)
+            return str(folder / name)
+        except OSError as err:
+            problem = f"{type(err).__name__}: {err}"
+    return f"<not saved: {problem}>"
 
 
 def nvcc_compile(code: str, arch: str, fmt: str = "cubin", options: list | None = None) -> bytes:

@@ -6,8 +6,13 @@ The key hashes the program's TVMScript text (self-describing: layouts are printe
 ``tilelang.layout.codec``), the target, the pass configs, ``out_idx``, the TVM version and a
 digest of tilelang itself (its Python sources and device headers), so a changed compiler never
 serves a kernel that an older one built.  ``tilelang.disable_cache()`` or
-``TILELANG_DISABLE_CACHE=1`` turns it off.  A cache that cannot be read or written never fails
-a compile: the kernel is built as if there were no cache.
+``TILELANG_DISABLE_CACHE=1`` turns it off.
+
+A cache never fails a compile.  An entry records its library's size and sha256; one that does
+not match, or whose ``meta.json`` is malformed, is deleted with a warning and the kernel is
+rebuilt (a truncated or altered library would otherwise crash the process that loads it).  A
+cache folder that cannot be written is replaced, with one warning, by a folder in the temp
+directory, and caching stops when that cannot be written either.
 """
 
 from __future__ import annotations
@@ -37,12 +42,45 @@ def is_enabled() -> bool:
     return _enabled[0] and os.environ.get("TILELANG_DISABLE_CACHE", "0") not in ("1", "true", "True")
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("TILELANG_CACHE_DIR", Path.home() / ".tilelang" / "cache"))
+def configured_dir() -> Path:
+    """``TILELANG_CACHE_DIR``, or ``~/.tilelang/cache`` when it is unset or empty."""
+    value = os.environ.get("TILELANG_CACHE_DIR", "")
+    return Path(value).expanduser() if value else Path.home() / ".tilelang" / "cache"
+
+
+def cache_dir() -> Path | None:
+    """The folder kernels (and failed kernel sources) are kept in: the configured one when it
+    can be written, else a per-user folder in the temp directory, else None."""
+    return _writable(str(configured_dir()))
+
+
+@functools.lru_cache(maxsize=None)
+def _writable(configured: str) -> Path | None:
+    """The first of ``configured`` and its temp-directory fallback that a file can be written
+    in; warns once when that is not ``configured``."""
+    fallback = Path(tempfile.gettempdir()) / f"tilelang-cache-{getattr(os, 'getuid', lambda: 0)()}"
+    problem = None
+    for folder in (Path(configured), fallback):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as err:
+            problem = problem or f"{type(err).__name__}: {err}"
+            continue
+        if problem:
+            warnings.warn(f"tilelang: the kernel cache {configured} cannot be written ({problem});"
+                          f" caching in {folder} instead")
+        return folder
+    warnings.warn(f"tilelang: the kernel cache {configured} cannot be written ({problem}), nor "
+                  f"can {fallback}; kernels are not cached")
+    return None
 
 
 def clear_cache() -> None:
-    shutil.rmtree(cache_dir() / "kernels", ignore_errors=True)
+    root = cache_dir()
+    if root is not None:
+        shutil.rmtree(root / "kernels", ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -79,31 +117,90 @@ def key_of(func, target, out_idx, configs: dict) -> str:
     return h.hexdigest()[:32]
 
 
+LIBRARY = "kernel.so"
+META = "meta.json"
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _damage(folder: Path) -> tuple[dict | None, str | None]:
+    """The entry's metadata, or why the entry cannot be trusted."""
+    try:
+        meta = json.loads((folder / META).read_text())
+    except (OSError, ValueError) as err:
+        return None, f"{META} is unreadable ({type(err).__name__}: {err})"
+    if not isinstance(meta, dict):
+        return None, f"{META} holds a {type(meta).__name__}, not an object"
+    lib = meta.get("library")
+    if not (isinstance(lib, dict) and isinstance(lib.get("size"), int)
+            and isinstance(lib.get("sha256"), str)):
+        return None, f"{META} records no library size and sha256"
+    if not isinstance(meta.get("source"), (str, type(None))):
+        return None, f"{META} holds a malformed source"
+    path = folder / LIBRARY
+    try:
+        size = path.stat().st_size
+        if size != lib["size"]:
+            return None, f"{LIBRARY} has {size} bytes, {lib['size']} were stored"
+        if _digest(path) != lib["sha256"]:
+            return None, f"{LIBRARY} differs from the stored one (sha256 mismatch)"
+    except OSError as err:
+        return None, f"{LIBRARY} is unreadable ({type(err).__name__}: {err})"
+    return meta, None
+
+
+def _discard(folder: Path, why: str) -> None:
+    warnings.warn(f"tilelang: deleting the damaged cache entry {folder} ({why}); the kernel is "
+                  f"compiled again")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def load(key: str) -> tuple[Any, dict] | None:
-    """The runtime module and metadata stored under ``key``, or None."""
-    folder = cache_dir() / "kernels" / key
-    lib, meta = folder / "kernel.so", folder / "meta.json"
-    if not (lib.exists() and meta.exists()):
+    """The runtime module and metadata stored under ``key``, or None (no entry, or a damaged
+    one, which is deleted)."""
+    root = cache_dir()
+    if root is None:
+        return None
+    folder = root / "kernels" / key
+    if not folder.exists():
+        return None
+    meta, why = _damage(folder)
+    if why is not None:
+        _discard(folder, why)
         return None
     try:
         import tvm
 
-        return tvm.runtime.load_module(str(lib)), json.loads(meta.read_text())
+        return tvm.runtime.load_module(str(folder / LIBRARY)), meta
     except Exception as err:
-        warnings.warn(f"tilelang: ignoring unreadable cache entry {folder}: {err}")
+        _discard(folder, f"{type(err).__name__}: {err}")
         return None
 
 
 def store(key: str, rt_mod: Any, meta: dict) -> None:
-    folder = cache_dir() / "kernels" / key
+    """Keep ``rt_mod`` (and ``meta``, with the library's size and sha256) under ``key``."""
+    root = cache_dir()
+    if root is None:
+        return
+    folder = root / "kernels" / key
+    tmp = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent))
-        rt_mod.export_library(str(tmp / "kernel.so"))
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        if folder.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-            return
-        os.replace(tmp, folder)
-    except Exception as err:  # a read-only home, no linker, a module without binaries ...
+        rt_mod.export_library(str(tmp / LIBRARY))
+        lib = tmp / LIBRARY
+        meta = {**meta, "library": {"size": lib.stat().st_size, "sha256": _digest(lib)}}
+        (tmp / META).write_text(json.dumps(meta))
+        if not folder.exists():
+            os.replace(tmp, folder)
+    except Exception as err:  # no linker, a module without binaries, a full disk ...
         warnings.warn(f"tilelang: could not cache the kernel ({type(err).__name__}: {err})")
+    finally:
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,10 +1,13 @@
 """The on-disk cache: a second process gets the compiled kernel back."""
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import tilelang
@@ -12,6 +15,11 @@ import tilelang
 PROGRAM = textwrap.dedent('''
     import sys, time, torch
     import tilelang, tilelang.language as T
+    from tilelang.jit import cache
+
+    # Keys must agree across this test's processes even while tilelang's sources are being
+    # edited (a changed source rightly changes every key): pin the compiler's digest.
+    cache.compiler_digest = lambda: "pinned"
 
     def add(N):
         @T.prim_func
@@ -107,9 +115,7 @@ LAYOUT_PROGRAM = textwrap.dedent('''
     from tilelang.engine.target import resolve
     from tilelang.layout import Layout
 
-    # Keys of one program must agree across processes even while tilelang's sources are being
-    # edited (a changed source rightly changes every key): pin the compiler's digest.
-    cache.compiler_digest = lambda: "pinned"
+    cache.compiler_digest = lambda: "pinned"  # as in PROGRAM
 
     MAPS = {"rows": lambda i, j: [i, j], "cols": lambda i, j: [j, i],
             "xor": lambda i, j: [i, j ^ (i % 4)]}
@@ -171,3 +177,116 @@ def test_key_covers_the_compiler_itself(monkeypatch):
     assert len(cache.compiler_digest()) == 64
     monkeypatch.setattr(cache, "compiler_digest", lambda: "0" * 64)
     assert cache.key_of(f, resolve("cpu"), [], {}) != before
+
+
+# Damaged entries ---------------------------------------------------------------------------
+
+def _truncate(lib, meta):
+    data = lib.read_bytes()
+    lib.write_bytes(data[:len(data) // 2])
+
+
+def _flip(lib, meta):
+    data = bytearray(lib.read_bytes())  # at 1000: the dynamic linker's tables, loading dies
+    at = min(1000, len(data) - 200)
+    data[at:at + 200] = bytes(b ^ 0xFF for b in data[at:at + 200])
+    lib.write_bytes(bytes(data))
+
+
+def _empty_list_meta(lib, meta):
+    meta.write_text("[]")
+
+
+@pytest.fixture(scope="module")
+def pristine_entry(tmp_path_factory):
+    """One cache entry of the ``add`` program, stored by a first process."""
+    root = tmp_path_factory.mktemp("stored")
+    run(root, {"TILELANG_CACHE_DIR": str(root / "cache")})
+    (entry,) = (root / "cache" / "kernels").iterdir()
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["library"]["size"] == (entry / "kernel.so").stat().st_size
+    return entry
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip, _empty_list_meta])
+def test_damaged_entry_is_deleted_and_rebuilt(tmp_path, pristine_entry, damage):
+    """A half library gave SIGBUS, flipped bytes SIGSEGV, ``[]`` an AttributeError; now the
+    next process warns, deletes the entry, recompiles (and stores a good entry again)."""
+    entry = tmp_path / "cache" / "kernels" / pristine_entry.name
+    shutil.copytree(pristine_entry, entry)
+    damage(entry / "kernel.so", entry / "meta.json")
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "deleting the damaged cache entry" in out.stderr
+    from tilelang.jit.cache import _damage
+
+    meta, why = _damage(entry)  # rebuilt and stored again, intact
+    assert why is None and meta["source"] is not None
+
+
+# Where the cache lives ----------------------------------------------------------------------
+
+def read_only(folder):
+    """Make ``folder`` unwritable, even for root (chattr +i); returns the undo, or skips."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o555)
+    undo = lambda: folder.chmod(0o755)  # noqa: E731
+    if os.access(folder, os.W_OK):  # root: permissions do not apply
+        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+            undo()
+            pytest.skip("cannot make a folder read-only here")
+        undo = lambda: (subprocess.run(["chattr", "-i", str(folder)]),  # noqa: E731
+                        folder.chmod(0o755))
+    return undo
+
+
+def fill_program(value):
+    import tilelang.language as T
+
+    @T.prim_func
+    def f(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                A[i] = value
+    return f
+
+
+def test_empty_cache_dir_means_the_default(tmp_path, monkeypatch):
+    """``TILELANG_CACHE_DIR=""`` used to cache into the working directory."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TILELANG_CACHE_DIR", "")
+    tilelang.compile(fill_program(3.0), target="cpu")
+    assert list(work.iterdir()) == []
+    assert len(list((home / ".tilelang" / "cache" / "kernels").iterdir())) == 1
+
+
+def test_unwritable_cache_dir_falls_back_to_temp_with_one_warning(tmp_path, monkeypatch):
+    import tempfile
+    import warnings
+
+    ro, tmp = tmp_path / "ro", tmp_path / "tmp"
+    tmp.mkdir()
+    undo = read_only(ro)
+    try:
+        monkeypatch.setenv("TILELANG_CACHE_DIR", str(ro))
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for value in (4.0, 5.0):
+                k = tilelang.compile(fill_program(value), target="cpu")
+                a = torch.zeros(8)
+                k(a)
+                assert torch.all(a == value)
+        msgs = [str(w.message) for w in caught if "tilelang" in str(w.message)]
+        assert len(msgs) == 1 and "cannot be written" in msgs[0], msgs
+        (fallback,) = tmp.iterdir()
+        assert len(list((fallback / "kernels").iterdir())) == 2
+        assert list(ro.iterdir()) == []
+    finally:
+        undo()
