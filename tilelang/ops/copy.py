@@ -114,6 +114,10 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
         return loops.with_layout(elementwise_copy(op, ctx, whole=whole), ctx.layout(buf), vec)
     vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
     shape = [R.as_int(e) for e in op.shape()]
+    # a single element: a one-element nest over the destination's (unit) dims
+    whole = None if shape else 1
+    if not shape:
+        shape = [R.as_int(e) for e in R.extents(op.dst)]
     if any(e is None for e in shape):
         raise LoweringError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
     if ctx.async_copy and s_scope == "global" and d_scope.startswith("shared"):
@@ -122,8 +126,8 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
             return _cp_async(op, ctx, shape, vec, nbytes)
     from ..layout.fragment import elementwise
 
-    return loops.with_layout(elementwise_copy(op, ctx), elementwise(shape, ctx.num_threads, vec),
-                             vec)
+    return loops.with_layout(elementwise_copy(op, ctx, whole=whole),
+                             elementwise(shape, ctx.num_threads, vec), vec)
 
 
 def _capped(op: Copy, vec: int) -> int:

@@ -224,3 +224,26 @@ def test_reduce_over_unit_shaped_tiles_gpu(kind, shape, dim, out_shape):
     x = torch.randn(shape, device="cuda")
     y = tilelang.compile(unit_reduce(kind, shape, dim, out_shape), out_idx=[1], target="cuda")(x)
     torch.testing.assert_close(y, TORCH_REDUCE[kind](x, dim).reshape(out_shape))
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_single_element_shared_tile_compiles_for_cuda(pipelined):
+    """A (1, 1) shared tile: the copy's nest has no non-unit dim (its layout used to fail)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 8), "float32"), O: T.Tensor((4, 1, 1), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            S = T.alloc_shared((1, 1), "float32")
+            if pipelined:
+                for k in T.Pipelined(4, num_stages=2):
+                    T.copy(A[k, 3], S)
+                    T.copy(S, O[k, 0, 0])
+            else:
+                for k in T.serial(4):
+                    T.copy(A[k, 3], S)
+                    T.copy(S, O[k, 0, 0])
+
+    tilelang.compile(main, out_idx=[1], target=CUDA)
+    a = torch.randn(8, 8)
+    torch.testing.assert_close(tilelang.compile(main, out_idx=[1], target="cpu")(a),
+                               a[:4, 3].reshape(4, 1, 1))
