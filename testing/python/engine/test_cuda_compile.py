@@ -49,3 +49,178 @@ def test_read_only_cache_keeps_the_compile_error(tmp_path, monkeypatch):
     finally:
         undo()
         undo_src()
+
+
+# CUDA headers --------------------------------------------------------------------------------
+
+def real_toolkit():
+    from tilelang.engine.cuda import nvcc_toolkit
+
+    nvcc = shutil.which("nvcc")
+    root = nvcc_toolkit(nvcc) if nvcc else None
+    if root is None or not (root / "bin" / "nvcc").exists():
+        pytest.skip("needs a CUDA toolkit with nvcc")
+    return root
+
+
+@pytest.fixture
+def no_cuda_env(monkeypatch):
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+
+
+def test_wrapper_nvcc_on_path_leads_to_the_headers(tmp_path, monkeypatch, no_cuda_env):
+    """An ``nvcc`` that is a wrapper script in a bin/ with no include/ next to it (as
+    /usr/local/bin/nvcc): the headers are found through what the wrapper runs."""
+    from tilelang.engine.cuda import find_cuda_include_dirs, nvcc_toolkit
+
+    root = real_toolkit()
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {root / "bin" / "nvcc"} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}")
+    assert shutil.which("nvcc") == str(wrapper)
+    assert not (tmp_path / "include" / "cuda_runtime.h").exists()  # where a naive lookup goes
+    assert nvcc_toolkit(str(wrapper)) == root.resolve()
+    dirs, looked = find_cuda_include_dirs()
+    assert looked[0].endswith("(nvcc)")
+    assert any(os.path.exists(os.path.join(d, "cuda_runtime.h")) for d in dirs)
+    assert all(d.startswith(str(root.resolve())) for d in dirs)
+
+
+def test_symlinked_nvcc_is_resolved(tmp_path):
+    from tilelang.engine.cuda import nvcc_toolkit
+
+    root = real_toolkit()
+    link = tmp_path / "nvcc"
+    link.symlink_to(root / "bin" / "nvcc")
+    assert nvcc_toolkit(str(link)) == root.resolve()
+
+
+def fake_toolkit(folder):
+    (folder / "include").mkdir(parents=True)
+    (folder / "include" / "cuda_runtime.h").write_text("")
+    return folder
+
+
+def test_cuda_home_comes_first(tmp_path, monkeypatch, no_cuda_env):
+    from tilelang.engine.cuda import find_cuda_include_dirs
+
+    home = fake_toolkit(tmp_path / "cuda")
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    assert find_cuda_include_dirs()[0] == [str(home / "include")]
+
+
+def test_nvidia_pip_package_headers(tmp_path, monkeypatch):
+    from tilelang.engine.cuda import _pip_includes
+
+    inc = tmp_path / "nvidia" / "cu13" / "include"
+    inc.mkdir(parents=True)
+    (inc / "cuda_runtime.h").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert str(inc) in _pip_includes()
+
+
+# Flags ----------------------------------------------------------------------------------------
+
+def test_both_compilers_get_the_same_flags():
+    from tilelang.engine.cuda import compile_flags
+
+    for fmt in ("cubin", "ptx"):
+        nvcc = compile_flags("nvcc", "sm_90a", fmt, includes=["/inc"])
+        nvrtc = compile_flags("nvrtc", "sm_90a", fmt, includes=["/inc"])
+        assert "--use_fast_math" not in nvcc and "--use_fast_math" not in nvrtc
+        shared = {"-std=c++17", "-I/inc", "-U__CUDA_NO_HALF_OPERATORS__", "-w"}
+        assert shared <= set(nvcc) and shared <= set(nvrtc)
+        fast = (compile_flags("nvcc", "sm_90a", fmt, True), compile_flags("nvrtc", "sm_90a", fmt, True))
+        assert all("--use_fast_math" in f for f in fast)
+    assert "--gpu-architecture=compute_90a" in compile_flags("nvrtc", "sm_90a", "ptx")
+    assert "--gpu-architecture=sm_90a" in compile_flags("nvrtc", "sm_90a", "cubin")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("configs, fast", [({}, False), ({"tl.enable_fast_math": True}, True),
+                                           ({"tl.enable_fast_math": "false"}, False)])
+def test_fast_math_pass_config_reaches_the_compiler(monkeypatch, configs, fast):
+    """TVM calls the compile hook inside ``tilelang.compile``'s pass-config scope (here without
+    a GPU TVM keeps the source, so the hook is called as TVM would)."""
+    from tilelang.engine import cuda
+    from tilelang.transform import pass_config
+    from tvm.target import Target
+
+    seen = []
+    real = cuda.compile_flags
+
+    def spy(compiler, arch, fmt="cubin", fast_math=False, includes=()):
+        seen.append(fast_math)
+        return real(compiler, arch, fmt, fast_math, includes)
+
+    monkeypatch.setattr(cuda, "compile_flags", spy)
+    monkeypatch.setenv("TILELANG_CUDA_COMPILER", "nvcc")
+    code = cuda.add_headers('extern "C" __global__ void k(float* a) { a[0] = expf(a[1]); }')
+    with pass_config.scope(configs), cuda.building(Target({"kind": "cuda", "arch": "sm_80"})):
+        cubin = cuda._compile(code)
+    assert seen == [fast] and len(cubin) > 0
+
+
+@needs_nvcc
+def test_nvcc_compiles_when_nvrtc_cannot(monkeypatch):
+    from tilelang.engine import cuda
+    from tvm.target import Target
+
+    def broken(*args, **kwargs):
+        raise CompileError("NVRTC failed for sm_90a: cannot find CUDA headers")
+
+    monkeypatch.delenv("TILELANG_CUDA_COMPILER", raising=False)
+    monkeypatch.setattr(cuda, "has_nvrtc", lambda: True)
+    monkeypatch.setattr(cuda, "nvrtc_compile", broken)
+    code = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }'
+    with pytest.warns(UserWarning, match="NVRTC could not compile"):
+        ptx = cuda.compile_source(code, Target({"kind": "cuda", "arch": "sm_90a"}), "ptx")
+    assert b".target sm_90a" in ptx
+    with pytest.raises(CompileError, match="NVRTC had failed first"):
+        cuda.compile_source(BAD, Target({"kind": "cuda", "arch": "sm_90a"}), "ptx")
+
+
+# TVM's process-wide hooks --------------------------------------------------------------------
+
+PLAIN_TVM = '''
+import sys, tvm
+import tilelang, tilelang.language as T
+from tvm.script import tirx as TS
+
+def plain_source():
+    @TS.prim_func
+    def k(A: TS.Buffer((64,), "float32")):
+        TS.func_attr({"global_symbol": "k"})
+        for i in TS.thread_binding(64, thread="threadIdx.x"):
+            A[i] = A[i] + TS.float32(1)
+    mod = tvm.compile(tvm.IRModule({"k": k}),
+                      target=tvm.target.Target({"kind": "cuda", "arch": "sm_80"}))
+    return getattr(mod, "mod", mod).imports[0].inspect_source()
+
+assert "tl_templates" not in plain_source()
+
+@T.prim_func
+def main(A: T.Tensor((64,), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        for i in T.Parallel(64):
+            A[i] = A[i] + 1.0
+k = tilelang.compile(main, target="cuda -arch=sm_80")
+assert "tl_templates" in k.get_kernel_source()
+assert "tl_templates" not in plain_source()  # the hooks were handed back
+print("ok")
+'''
+
+
+@needs_nvcc
+def test_plain_tvm_builds_get_no_tilelang_headers(tmp_path):
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_TVM)
+    env = {**os.environ, "TILELANG_CUDA_COMPILER": "nvcc", "TILELANG_DISABLE_CACHE": "1"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
