@@ -31,6 +31,7 @@ from ..transform.passes import original_errors
 
 MARKER = "tilelang.tile_program"  # PrimFunc attribute: compile with tilelang's pipeline
 PIPELINE = "tilelang.relax"  # the TIR pipeline name ``build`` registers and uses
+OPAQUE = 8  # relax's OpPatternKind.kOpaque
 
 
 def call_kernel(bb: relax.BlockBuilder, func: tirx.PrimFunc, args: Sequence[Any],
@@ -48,9 +49,10 @@ def call_kernel(bb: relax.BlockBuilder, func: tirx.PrimFunc, args: Sequence[Any]
             raise TileLangError(f"call_kernel: output {p.name} needs a static tensor shape")
         outs.append(relax.TensorType([int(s) for s in p.shape], p.dtype))
     fname = name or str(func.attrs["global_symbol"] if "global_symbol" in func.attrs else "kernel")
-    # Scheduled already: TVM's GPU pipelines (dlight) leave it alone.
+    # Scheduled already (TVM's GPU schedulers leave it alone) and opaque to operator fusion
+    # (Relax's FuseOps/FuseTIR never merge it with neighbours, which its pipeline could not lower).
     func = func.with_attr("global_symbol", fname).with_attr(MARKER, True) \
-        .with_attr("tirx.is_scheduled", True)
+        .with_attr("tirx.is_scheduled", True).with_attr("op_pattern", OPAQUE)
     gv = bb.add_func(func, fname)
     return bb.emit(relax.call_tir(gv, list(args), outs[0] if len(outs) == 1 else outs))
 

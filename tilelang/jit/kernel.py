@@ -49,6 +49,7 @@ class JITKernel:
         self._fn = rt_mod[self.name]
         device = "cpu" if is_cpu(target) else "cuda"
         self._binder = ArgumentBinder(self.name, self.params, out_idx, device)
+        self.torch_op_name = torch_op.new_name(self)  # the operator itself is made on first use
 
     def __call__(self, *args: Any):
         if torch.compiler.is_compiling():  # traced by torch.compile: one custom-op node

@@ -1,8 +1,8 @@
 """A compiled kernel as a torch custom operator, so that ``torch.compile`` traces a call to it
 as one node of the graph instead of breaking the graph.
 
-Each kernel becomes ``torch.ops.tilelang.k_<hash>`` (the hash covers the kernel's name, target,
-parameters, outputs and device code, so equal kernels share one operator).  Its schema takes the
+Each kernel becomes ``torch.ops.tilelang.k_<hash>``, a name drawn when the kernel is made (unique
+per kernel object; the name is all that Dynamo sees and guards on).  Its schema takes the
 kernel's inputs in order and returns its ``out_idx`` outputs; tensor parameters the program may
 write (see :mod:`tilelang.jit.effects`) are declared mutated (``Tensor(a!)``).  Its fake
 implementation checks the inputs like a call does and allocates the outputs from the parameter
@@ -14,8 +14,8 @@ kernel, or when :func:`register` is called; a plain call never touches it.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import uuid
+import weakref
 from typing import Any, Sequence
 
 import torch
@@ -26,6 +26,7 @@ NAMESPACE = "tilelang"
 
 _library: list = []  # the torch.library.Library fragment, made on first registration
 _registered: dict[str, Any] = {}  # op name -> OpOverload
+_kernels: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 
 
 def writes(kernel) -> list[str]:
@@ -40,12 +41,17 @@ def writes(kernel) -> list[str]:
     return [n for n in known if n not in outs]
 
 
+def new_name(kernel) -> str:
+    """A fresh operator name ``k_<hash>`` for ``kernel``, remembered (weakly) so that the
+    operator can be registered under it later; no torch registration happens here."""
+    name = f"k_{uuid.uuid4().hex[:16]}"
+    _kernels[name] = kernel
+    return name
+
+
 def op_name(kernel) -> str:
-    """The operator name of ``kernel`` in the ``tilelang`` namespace: ``k_<hash>``."""
-    parts = [kernel.name, str(kernel.target), json.dumps(kernel.out_idx), json.dumps(writes(kernel)),
-             json.dumps([_describe(p) for p in kernel.params]), kernel.get_kernel_source() or ""]
-    h = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-    return f"k_{h}"
+    """The operator name of ``kernel`` in the ``tilelang`` namespace."""
+    return kernel.torch_op_name
 
 
 def schema(kernel) -> str:
@@ -68,8 +74,7 @@ def schema(kernel) -> str:
 def register(kernel) -> Any:
     """The ``torch.ops.tilelang`` operator of ``kernel`` (an ``OpOverload``), registered with
     CPU and CUDA implementations and a fake implementation on first request."""
-    name = kernel.__dict__.get("_torch_op_name") or op_name(kernel)
-    kernel._torch_op_name = name
+    name = kernel.torch_op_name
     op = _registered.get(name)
     if op is not None:
         return op
@@ -94,16 +99,18 @@ def register(kernel) -> Any:
 
 
 @torch._dynamo.assume_constant_result
-def _traced_op_name(kernel) -> str:
-    """Run by ``torch.compile`` while it traces (not traced itself): registers the operator."""
-    register(kernel)
-    return kernel._torch_op_name
+def _registered_name(name: str) -> str:
+    """Run by ``torch.compile`` while it traces (not traced itself): registers the operator of
+    the kernel named ``name``.  It takes the name, a constant that Dynamo guards on, so a
+    compiled graph is never reused for another kernel."""
+    register(_kernels[name])
+    return name
 
 
 def call(kernel, args: Sequence) -> Any:
     """Call ``kernel`` through its operator; what ``JITKernel.__call__`` does under
     ``torch.compile``."""
-    packet = getattr(getattr(torch.ops, NAMESPACE), _traced_op_name(kernel))
+    packet = getattr(getattr(torch.ops, NAMESPACE), _registered_name(kernel.torch_op_name))
     out = packet(*args)
     return None if isinstance(out, tuple) and not out else out
 
@@ -127,12 +134,6 @@ def _fake_outputs(kernel, args: Sequence) -> list:
         shape = [s if isinstance(s, int) else sizes[s] for s in p.shape]
         outs.append(torch.empty(shape, dtype=p.torch_dtype, device=device))
     return outs
-
-
-def _describe(p) -> list:
-    if isinstance(p, TensorParam):
-        return [p.name, p.dtype, list(p.shape)]
-    return [p.name, p.dtype]
 
 
 def _ident(name: str, i: int) -> str:

@@ -29,3 +29,13 @@ def test_unmarked_tile_program_is_recognised():
 @pytest.mark.gpu
 def test_mlp_example_matches_relax_on_cuda():
     assert mlp.run("cuda") < 1e-3
+
+
+def test_tile_programs_survive_operator_fusion():
+    """GPU Relax pipelines fuse call_tir neighbours; tile programs must stay whole."""
+    mod = relax.transform.LegalizeOps()(mlp.mlp_with_tile_kernels())
+    mod = relax.transform.AnnotateTIROpPattern()(mod)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
+    names = {gv.name_hint for gv in mod.functions}
+    assert {"linear1", "linear2"} <= names
+    assert tl_relax.is_tile_program(mod["linear1"])
