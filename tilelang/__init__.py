@@ -21,6 +21,7 @@ from .errors import (  # noqa: F401
     KernelArgumentTypeError,
     KernelMismatchError,
     LoweringError,
+    OutOfBoundsError,
     ReferenceUnsupportedError,
     TileLangError,
 )

@@ -60,6 +60,13 @@ class KernelArgumentTypeError(KernelArgumentError, TypeError):
     number); a :class:`KernelArgumentError` that is also a ``TypeError``."""
 
 
+class OutOfBoundsError(TileLangError, IndexError):
+    """A kernel run on the CPU backend indexed a buffer outside its shape (nothing was read or
+    written there); the message names the kernel, the buffer, the index, the shape and the
+    user's source line.  ``pass_configs={"tl.disable_bounds_check": True}`` turns the checks
+    off."""
+
+
 def source_location(span: Any) -> str | None:
     """``"at FILE:LINE: <source line>"`` for a TVMScript ``Span``, or ``None`` without one."""
     spans = getattr(span, "spans", None)  # a SequentialSpan: the innermost scope is last

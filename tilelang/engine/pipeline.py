@@ -1,7 +1,10 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LayoutInference -> InjectSoftwarePipeline -> LowerTileOps -> LowerParallelLoops ->
-    PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch -> TVM's "tirx" pipeline
+    LayoutInference -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    LowerParallelLoops -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    CheckBounds -> TVM's "tirx" pipeline
+
+(``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
 
 ``tvm.compile(mod, target, tir_pipeline="tilelang")`` runs it; ``tilelang.lower`` runs the same
 passes and returns the module.  With ``TILELANG_DUMP_IR=dir`` (or the pass config
@@ -16,7 +19,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import pass_config
+from ..transform import check_bounds, pass_config
 
 NAME = "tilelang"
 
@@ -26,11 +29,13 @@ def tile_passes() -> list[tvm.transform.Pass]:
     return [
         tl_transform.LayoutInference(),
         tl_transform.InjectSoftwarePipeline(),
+        check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),
         tl_transform.LowerParallelLoops(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),
         tl_transform.LowerKernelLaunch(),
+        check_bounds.CheckBounds(),
     ]
 
 

@@ -10,6 +10,8 @@ from tvm import tirx
 from tvm.target import Target
 
 from ..engine.target import is_cpu
+from ..errors import OutOfBoundsError
+from ..transform import check_bounds  # noqa: F401  (registers the kernels' error callback)
 from ..transform.passes import original_errors
 from . import torch_op
 from .params import ArgumentBinder, TensorParam, params_of
@@ -55,7 +57,10 @@ class JITKernel:
         if torch.compiler.is_compiling():  # traced by torch.compile: one custom-op node
             return torch_op.call(self, args)
         full, outs, was_numpy = self._binder.bind(args)
-        self._fn(*full)
+        try:
+            self._fn(*full)
+        except OutOfBoundsError as err:  # raised inside the kernel (CPU bounds checks)
+            raise OutOfBoundsError(str(err)) from None
         if was_numpy:
             outs = [o.numpy() for o in outs]
         if not outs:
