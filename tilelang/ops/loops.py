@@ -134,12 +134,34 @@ def with_layout(nest: tirx.Stmt, layout, vec: int = 1) -> tirx.Stmt:
 
     if not isinstance(nest, tirx.For):
         return nest
+    depth, loop = 0, nest
+    while isinstance(loop, tirx.For) and loop.kind == PARALLEL:
+        depth, loop = depth + 1, loop.body
+    if depth < len(layout.shape):
+        # a nest over a region's non-unit dims, partitioned like the whole buffer
+        layout = _without_unit_dims(layout)
     ann = dict(nest.annotations)
     ann["tl.loop_layout"] = codec.encode(layout)
     if vec > 1:
         ann["tl.vectorize"] = vec
     return tirx.For(nest.loop_var, nest.min, nest.extent, nest.kind, nest.body,
                     nest.thread_binding, ann, nest.step)
+
+
+def _without_unit_dims(layout):
+    """The layout over the buffer's shape without its unit dims (whose digits are all 1)."""
+    from ..layout.fragment import Factor, Fragment
+
+    if getattr(layout, "dims", None) is None:
+        return layout
+    keep = [d for d, e in enumerate(layout.shape)
+            if e != 1 or any(x.extent != 1 for x in layout.dims[d])]
+    if len(keep) == len(layout.shape):
+        return layout
+    dims = [[Factor(k, x.extent, x.kind, x.stride) for x in layout.dims[d]]
+            for k, d in enumerate(keep)]
+    return Fragment.from_factors([layout.shape[d] for d in keep], dims, layout.replicas,
+                                 name=layout.name)
 
 
 def elem_bytes(dtype: str) -> int:

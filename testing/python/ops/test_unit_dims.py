@@ -247,3 +247,26 @@ def test_single_element_shared_tile_compiles_for_cuda(pipelined):
     a = torch.randn(8, 8)
     torch.testing.assert_close(tilelang.compile(main, out_idx=[1], target="cpu")(a),
                                a[:4, 3].reshape(4, 1, 1))
+
+
+def fill_unit_fragment():
+    @T.prim_func
+    def main(O: T.Tensor((64, 1), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_fragment((64, 1), "float32")
+            T.fill(s, 2.0)
+            T.copy(s, O)
+
+    return main
+
+
+def test_fill_of_unit_dim_fragment():
+    """The fill's nest runs over the non-unit dims; the fragment's layout is used without its
+    unit dims (was: 'T.Parallel loop over [64] got a layout of shape [64, 1]')."""
+    tilelang.compile(fill_unit_fragment(), out_idx=[0], target=CUDA)
+    assert torch.all(tilelang.compile(fill_unit_fragment(), out_idx=[0], target="cpu")() == 2)
+
+
+@pytest.mark.gpu
+def test_fill_of_unit_dim_fragment_gpu():
+    assert torch.all(tilelang.compile(fill_unit_fragment(), out_idx=[0], target="cuda")() == 2)
