@@ -131,10 +131,11 @@ class ArgumentBinder:
             a = a.item()
         expects = f"{self.kernel_name}: parameter {p.name!r} expects"
         if p.dtype == "bool":
-            if isinstance(a, (bool, np.bool_)) or (isinstance(a, (int, np.integer)) and a in (0, 1)):
+            if isinstance(a, (bool, np.bool_, int, np.integer)) and a in (0, 1):
                 return bool(a)
             raise KernelArgumentError(f"{expects} a bool, got {a!r}")
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
+        numbers = (int, float, np.integer, np.floating)
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers):
             raise KernelArgumentError(f"{expects} {_a(p.dtype)} scalar, got {type(a).__name__}")
         if p.dtype.startswith(("int", "uint")):
             if not isinstance(a, (int, np.integer)):

@@ -105,9 +105,12 @@ class _Checker:
         self.slot = tirx.const(0, "int64")  # err offset of the running chunk
         self.err = None  # created when the first unproven access is found
         ranks = [1]
-        rank = lambda a: ranks.append(len(a.indices))  # noqa: E731
+
+        def rank(access):
+            ranks.append(len(access.indices))
+
         tvm_ffi.structural_walk(func.body, [(LOAD, rank), (tirx.BufferStore, rank)])
-        self.width = 1 + max(ranks)
+        self.width = 1 + max(ranks)  # a failure record: site number, then the indices
         self.grid = _grid_loop(func.body)
         self.chunk = tirx.Var("chunk", "int64")
         if self.grid is not None:
