@@ -77,10 +77,12 @@ class JITKernel:
     def get_ptx(self) -> str:
         """The PTX of the kernel (compiled here with NVRTC or nvcc; no GPU needed)."""
         from ..engine.cuda import compile_source
+        from ..transform import pass_config
 
         if is_cpu(self.target):
             raise TypeError("a CPU kernel has no PTX")
-        return compile_source(self.get_kernel_source(), self.target, "ptx").decode()
+        with pass_config.scope(self.pass_configs):  # the kernel's own math mode
+            return compile_source(self.get_kernel_source(), self.target, "ptx").decode()
 
     def export_ptx(self, path: str) -> None:
         with open(path, "w") as f:

@@ -120,3 +120,17 @@ def test_kernel_source_and_repr():
     k = tilelang.compile(scale_rows(), out_idx=[1], target="cpu")
     assert "define" in k.get_kernel_source()
     assert "out_idx=[1]" in repr(k)
+
+
+def test_get_ptx_honours_the_kernels_fast_math_config():
+    @T.prim_func
+    def f(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                Y[i] = X[i] / (X[i] + 1.0)
+
+    exact = tilelang.compile(f, target="cuda -arch=sm_80").get_ptx()
+    fast = tilelang.compile(f, target="cuda -arch=sm_80",
+                            pass_configs={"tl.enable_fast_math": True}).get_ptx()
+    assert "div.rn.f32" in exact
+    assert "div.rn.f32" not in fast
