@@ -29,3 +29,4 @@ from .parser import prim_func
 from .print_op import print
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
 from .symbolic import dynamic, symbolic
+from .warpgroup import ws

@@ -13,6 +13,7 @@ from typing import Any
 
 from tvm import tirx
 
+from ..device import sm80 as device
 from ..errors import TileOpError
 from . import loops
 from . import region as R
@@ -71,9 +72,6 @@ def apply(kind: str, old, new):
     return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
 
 
-_CUDA = {"add": "tl::atomic_add", "max": "tl::atomic_max", "min": "tl::atomic_min"}
-
-
 @Atomic.lowering("cuda")
 def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     """An element update is made by one thread (the owner of a fragment value, else thread 0);
@@ -81,11 +79,10 @@ def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     from ..layout.fragment import elementwise
 
     dst = R.buffer_of(op.dst)
-    fn = _CUDA[op.kind]
     if not R.is_region(op.value):
         di = [r.min for r in op.dst.region]
-        call = tirx.Evaluate(tirx.call_extern(dst.dtype, fn,
-                                              tirx.address_of(tirx.BufferLoad(dst, di)), op.value))
+        call = tirx.Evaluate(device.atomic(op.kind, tirx.address_of(tirx.BufferLoad(dst, di)),
+                                           op.value, dst.dtype))
         if ctx.in_parallel:  # one update per loop element, made by the thread that runs it
             return call
         owner = tirx.const(0, "int32")
@@ -106,8 +103,8 @@ def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     def body(indices):
         di, vi = indices
         val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
-        call = tirx.Evaluate(tirx.call_extern(dst.dtype, fn,
-                                              tirx.address_of(tirx.BufferLoad(dst, di)), val))
+        call = tirx.Evaluate(device.atomic(op.kind, tirx.address_of(tirx.BufferLoad(dst, di)),
+                                           val, dst.dtype))
         return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer), call)
 
     nest = loops.element_nest([op.dst, op.value], body, kind=loops.PARALLEL, prefix="a",

@@ -17,6 +17,7 @@ from tvm import tirx
 from tvm.sym import Analyzer
 from tvm.target import Target
 
+from ..device.thread_group import ThreadGroup
 from ..errors import LoweringError
 
 TILE_OPS: dict[str, type["TileOp"]] = {}
@@ -28,14 +29,25 @@ class LowerContext:
 
     target: Target
     family: str  # "cpu" or "cuda"
-    num_threads: int = 1  # threads of the enclosing block
+    group: ThreadGroup = ThreadGroup(0, 1)  # the threads that run the op (the block, or T.ws)
     analyzer: Analyzer = field(default_factory=Analyzer)
     config: dict = field(default_factory=dict)
-    thread_var: Any = None  # threadIdx.x of the enclosing kernel
+    tx: Any = None  # threadIdx.x of the enclosing kernel (the user's thread index)
+    barriers: Any = None  # the kernel's named-barrier ids (device.thread_group.BarrierIds)
     layouts: dict = field(default_factory=dict)  # fragment buffer handle -> Fragment
     swizzled: set = field(default_factory=set)  # shared buffer handles laid out swizzled
     async_copy: bool = False  # inside a pipelined loop's producer statement
     in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
+
+    @property
+    def num_threads(self) -> int:
+        """Threads the op is distributed over: those of its thread group."""
+        return self.group.count
+
+    @property
+    def thread_var(self):
+        """The running thread's rank in the op's group (``threadIdx.x`` for the block)."""
+        return None if self.tx is None else self.group.rank(self.tx)
 
     def layout(self, buf):
         return self.layouts.get(buf.__chandle__())

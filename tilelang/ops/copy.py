@@ -14,6 +14,7 @@ from typing import Any
 
 from tvm import tirx
 
+from ..device import sm80 as device
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
@@ -151,10 +152,9 @@ def _cp_async(op: Copy, ctx: LowerContext, shape, vec: int, nbytes: int) -> tirx
         si = loops.region_indices(op.src, lv)
         di = loops.region_indices(op.dst, lv)
         ok = loops.all_of(loops.bounds_checks(src_buf, si, ctx.analyzer))
-        call = tirx.call_extern(
-            "int32", f"tl::cp_async<{nbytes}>",
+        call = device.cp_async(
             tirx.address_of(tirx.BufferLoad(dst_buf, di)),
-            tirx.address_of(tirx.BufferLoad(src_buf, si)),
+            tirx.address_of(tirx.BufferLoad(src_buf, si)), nbytes,
             ok if ok is not None else tirx.const(True, "bool"))
         return tirx.Evaluate(call)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from tvm import tirx
 
+from ..device import sm80 as device
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
@@ -169,8 +170,9 @@ def _swizzled(buf, ctx: LowerContext) -> bool:
 
 @Gemm.lowering("cuda")
 def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
-    """``tl::gemm_ss`` (A, B in shared memory) or ``tl::gemm_rs`` (A in registers): ldmatrix +
-    mma.sync over the warp grid that ``LayoutInference`` chose for C."""
+    """The device gemm ``gemm_ss`` (A, B in shared memory) or ``gemm_rs`` (A in registers):
+    ldmatrix + mma.sync over the warp grid that ``LayoutInference`` chose for C, on the warps
+    of the op's thread group."""
     from ..transform.layout_inference import warp_grid
 
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
@@ -200,17 +202,20 @@ def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     if A.scope() == "local.fragment":
         if op.transpose_A:
             raise LoweringError("T.gemm: a register A operand cannot be transposed")
-        fn = (f"tl::gemm_rs<{m}, {n}, {k}, {wm}, {wn}, {tb}, {b_row}, {b_swz}, "
-              f"{_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}>")
+        targs = (f"{m}, {n}, {k}, {wm}, {wn}, {tb}, {b_row}, {b_swz}, "
+                 f"{_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}")
         a_ptr = tirx.address_of(tirx.BufferLoad(A, [0] * len(A.shape)))
     else:
         a_row = int(A.shape[-1])
         a_swz = "true" if _swizzled(A, ctx) else "false"
         ta = "true" if op.transpose_A else "false"
-        fn = (f"tl::gemm_ss<{m}, {n}, {k}, {wm}, {wn}, {ta}, {tb}, {a_row}, {b_row}, {a_swz}, "
-              f"{b_swz}, {_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}>")
+        targs = (f"{m}, {n}, {k}, {wm}, {wn}, {ta}, {tb}, {a_row}, {b_row}, {a_swz}, "
+                 f"{b_swz}, {_CTYPE[A.dtype]}, {_CTYPE[C.dtype]}")
         a_ptr = _tile_ptr(op.A)
-    call = tirx.Evaluate(tirx.call_extern("int32", fn, a_ptr, _tile_ptr(op.B), c_ptr))
+    if ctx.group.offset:
+        targs += f", {ctx.group.offset}"
+    call = tirx.Evaluate(device.gemm(targs, a_ptr, _tile_ptr(op.B), c_ptr,
+                                     a_in_registers=A.scope() == "local.fragment"))
     if not op.clear_accum:
         return call
     from .fill import Fill

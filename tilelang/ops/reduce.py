@@ -15,6 +15,7 @@ from typing import Any
 import tvm
 from tvm import tirx
 
+from ..device import sm80 as device
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
@@ -175,8 +176,9 @@ _CTYPES = {"float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16", "
 @Reduce.lowering("cuda")
 def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     """Each thread folds its own elements into a register copy of the result row, the threads
-    holding parts of a row combine with ``tl::all_reduce`` (warp shuffles, shared scratch
-    across warps), and the result replaces or folds into ``dst``."""
+    holding parts of a row combine with the device all-reduce (warp shuffles, shared scratch
+    and barriers of the op's thread group across warps), and the result replaces or folds
+    into ``dst``."""
     from ..layout import codec
 
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
@@ -217,14 +219,19 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
         scratch = tirx.decl_buffer([ctx.num_threads], dt, f"{dst.name}_red", scope="shared.dyn")
         stmts.insert(0, tirx.AllocBuffer(scratch))
 
+    group = ""  # a thread group other than the block: its first thread and its barrier
+    if ctx.barriers is not None and ctx.group != ctx.barriers.block:
+        group = f", {ctx.group.offset}, {ctx.barriers.of(ctx.group)}"
+
     def allreduce(iv):
         v = tirx.BufferLoad(tmp, list(iv))
         for x in factors:
-            args = [v]
+            targs = f"{_OP[op.kind]}, {x.extent}, {x.stride}, {ctx.num_threads}"
             if x.stride >= 32:
-                args.append(tirx.address_of(tirx.BufferLoad(scratch, [0])))
-            v = tirx.call_extern(dt, f"tl::all_reduce<{_OP[op.kind]}, {x.extent}, {x.stride}, "
-                                     f"{ctx.num_threads}>", *args)
+                v = device.all_reduce(targs + group, v,
+                                      tirx.address_of(tirx.BufferLoad(scratch, [0])), dtype=dt)
+            else:
+                v = device.all_reduce(targs, v, dtype=dt)
         return tirx.BufferStore(tmp, v, list(iv))
 
     if factors:

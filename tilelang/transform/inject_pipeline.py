@@ -1,23 +1,25 @@
-"""``InjectSoftwarePipeline``: multi-stage buffering of ``T.Pipelined`` loops.
+"""``InjectSoftwarePipeline``: multi-stage buffering of ``T.Pipelined`` loops, as a schedule
+(``pipeline_schedule``: which statement runs at which stage and order) made safe by a protocol
+(``pipeline_protocol``: today cp.async groups, waits and a barrier of the loop's thread group).
 
-CUDA, ``num_stages = n >= 2``: the copies global -> shared of the loop body (the *producers*;
-with ``stage=[...]`` the statements of stage 0) are issued ``n - 1`` iterations ahead into
-``n`` copies of their shared tiles, as ``cp.async`` groups (one commit per iteration); the
-other statements (the *consumers*) run on the stage of their own iteration:
+CUDA, ``num_stages = n >= 2``: the producers of the schedule (by default the global -> shared
+copies of the body; with ``stage=[...]`` the statements of stage 0) are issued ``n - 1``
+iterations ahead into ``n`` copies of their shared tiles; the other statements (the
+*consumers*) run on the stage of their own iteration:
 
-    for s in range(n - 1):            if s < T: produce(s) -> stage s;   commit
+    for s in range(n - 1):   acquire(s); if s < T: produce(s) -> stage s;   produced(s)
     for k in range(T):
-        wait until group k is complete; __syncthreads()
-        if k + n - 1 < T: produce(k + n - 1) -> stage (k + n - 1) % n;  commit
-        consume(k) on stage k % n
-    wait for all groups
+        ready(k)                               # cp.async: wait<n-2>; barrier of the group
+        if k + n - 1 < T: acquire; produce(k + n - 1) -> stage (k + n - 1) % n
+        produced(k + n - 1)                    # cp.async: commit (after the last producer)
+        consume(k) on stage k % n; release(k)
+    drain()                                    # cp.async: wait<0>; barrier
 
-The barrier at the top of iteration k both publishes stage k and ends every read of stage
-(k - 1) % n, the one the producers overwrite next.  ``order`` sets the order of the statements
-inside an iteration; ``sync`` and ``group`` are accepted and not needed by this schedule.
-A producer whose tile is also used outside the loop, or read before it is written in the body,
-is not pipelined.  Trip counts smaller than ``n - 1`` and dynamic trip counts are handled by
-the guards.  CPU: the loop runs as a plain loop.
+``order`` sets the order of the statements inside an iteration; an inconsistent ``order`` or
+``stage`` is a ``LoweringError`` naming the loop; ``sync`` and ``group`` are accepted and not
+needed by this protocol.  A producer whose tile is also used outside the loop, or read before
+it is written in the body, is not pipelined.  Trip counts smaller than ``n - 1`` and dynamic
+trip counts are handled by the guards.  CPU: the loop runs as a plain loop.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
 from ..ops.copy import Copy
+from ..device.thread_group import BarrierIds, ThreadGroup, group_of
+from . import pipeline_schedule as schedule
 from .ir import map_nodes, StmtMutator, find_all, seq, substitute
-from .lower_tile_ops import ASYNC_COPY
 from .passes import function_pass, target_of
+from .pipeline_protocol import CpAsyncProtocol
 
 _KEYS = set(PIPELINE_KEYS.values())
 SHARED = ("shared", "shared.dyn")
@@ -42,14 +46,6 @@ SHARED = ("shared", "shared.dyn")
 
 def _key(x):
     return x.__chandle__()
-
-
-def sync_threads() -> tirx.Stmt:
-    return tirx.Evaluate(tirx.call_extern("int32", "__syncthreads"))
-
-
-def _call(name: str) -> tirx.Stmt:
-    return tirx.Evaluate(tirx.call_extern("int32", name))
 
 
 class _Strip(StmtMutator):
@@ -104,9 +100,25 @@ def _stage_accesses(node, remap: dict, stage):
 class _Pipeline(StmtMutator):
     """Rewrites the pipelined loops of one function; ``staged`` collects buffer remaps."""
 
-    def __init__(self, func_body):
+    def __init__(self, func_body, protocol=CpAsyncProtocol):
         self.func_body = func_body
+        self.protocol = protocol
         self.staged: dict[int, tuple] = {}  # old key -> (old, new)
+        self.block: ThreadGroup | None = None
+        self.group: ThreadGroup | None = None
+
+    def visit_AttrStmt(self, s):
+        g = group_of(s)
+        if s.attr_key == "thread_extent" and s.node.thread_tag == "threadIdx.x" and \
+                isinstance(s.value, tirx.IntImm):
+            g = self.block = ThreadGroup(0, int(s.value))
+        if g is None:
+            return self.generic(s)
+        old, self.group = self.group, g
+        try:
+            return self.generic(s)
+        finally:
+            self.group = old
 
     def visit_For(self, s):
         n = int(s.annotations.get("num_stages", 0)) if "num_stages" in s.annotations else 0
@@ -116,36 +128,32 @@ class _Pipeline(StmtMutator):
         if n < 2:
             return plain
         stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
-        stage_ann = s.annotations.get("tl_pipeline_stage")
-        order_ann = s.annotations.get("tl_pipeline_order")
-        if stage_ann is not None and len(stage_ann) == len(stmts):
-            producer = [int(x) == 0 and max(int(y) for y in stage_ann) > 0 for x in stage_ann]
-        else:
-            producer = [_is_async_copy(x) for x in stmts]
+        sched = schedule.plan(s, stmts, lambda i: _is_async_copy(stmts[i]),
+                              lambda i: _buffers_used(stmts[i]) if i is not None else set(),
+                              lambda i: _written_shared(stmts[i]))
         outside = _buffers_used(_without(self.func_body, s))
-        for i, st in enumerate(stmts):
-            if not producer[i]:
-                continue
-            written = _written_shared(st)
-            earlier = set().union(*[_buffers_used(x) for x in stmts[:i]]) if i else set()
+        for i in list(sched.producers):
+            written = _written_shared(stmts[i])
+            earlier = set().union(*[_buffers_used(stmts[j]) for j in range(i)]) if i else set()
             if not written or written & outside or written & earlier:
-                producer[i] = False
-        if not any(producer):
+                sched = sched.without_producer(i)
+        if not sched.producers:
             return plain
+        return self.rewrite(s, stmts, sched)
+
+    def rewrite(self, s, stmts, sched: schedule.Schedule):
+        n = sched.num_stages
         remap = {}
-        for i, st in enumerate(stmts):
-            if producer[i]:
-                for b in _written_shared_buffers(st):
-                    if _key(b) not in self.staged:
-                        new = tirx.decl_buffer([n] + list(b.shape), b.dtype, b.name,
-                                               scope=b.scope())
-                        self.staged[_key(b)] = (b, new)
-                    remap[_key(b)] = self.staged[_key(b)][1]
-        order = list(range(len(stmts)))
-        if order_ann is not None and len(order_ann) == len(stmts):
-            order = sorted(range(len(stmts)), key=lambda i: int(order_ann[i]))
-        else:
-            order = [i for i in order if producer[i]] + [i for i in order if not producer[i]]
+        for i in sched.producers:
+            for b in _written_shared_buffers(stmts[i]):
+                if _key(b) not in self.staged:
+                    new = tirx.decl_buffer([n] + list(b.shape), b.dtype, b.name,
+                                           scope=b.scope())
+                    self.staged[_key(b)] = (b, new)
+                remap[_key(b)] = self.staged[_key(b)][1]
+        group = self.group or self.block or ThreadGroup(0, 1)
+        block = self.block or group
+        proto = self.protocol(n, group, BarrierIds(block).of(group))
         v, lo, trip = s.loop_var, s.min, s.extent
         k = tirx.Var(v.name, str(v.ty))
         ahead = n - 1
@@ -153,30 +161,30 @@ class _Pipeline(StmtMutator):
         def produce(i, it, stage):
             st = _stage_accesses(stmts[i], remap, stage)
             st = substitute(st, {v: lo + it})
-            if _is_async_copy(stmts[i]):
-                st = tirx.AttrStmt(tirx.const(0, "int32"), ASYNC_COPY, tirx.const(1, "int32"), st)
-            return st
+            return proto.producer(st, _is_async_copy(stmts[i]))
 
         prologue = []
         for it in range(ahead):
-            group = [produce(i, tirx.const(it, "int32"), tirx.const(it, "int32"))
-                     for i in order if producer[i]]
-            prologue.append(tirx.IfThenElse(tirx.const(it, "int32") < trip, seq(group), None))
-            prologue.append(_call("tl::cp_async_commit"))
-        last_producer = max(p for p, i in enumerate(order) if producer[i])
-        steady = [_call(f"tl::cp_async_wait<{n - 2}>"), sync_threads()]
-        for p, i in enumerate(order):
-            if producer[i]:
-                it = k + ahead
-                steady.append(tirx.IfThenElse(it < trip, produce(i, it, tirx.floormod(it, n)),
-                                              None))
+            c = tirx.const(it, "int32")
+            group_stmts = proto.acquire(c, c) + [produce(i, c, c) for i in sched.producers]
+            prologue.append(tirx.IfThenElse(c < trip, seq(group_stmts), None))
+            prologue += proto.produced(c, c)
+        stage_k = tirx.floormod(k, n)
+        steady = proto.ready(k, stage_k)
+        it = k + ahead
+        for p, i in enumerate(sched.order):
+            if sched.is_producer(i):
+                stage_it = tirx.floormod(it, n)
+                steady.append(tirx.IfThenElse(it < trip, seq(proto.acquire(it, stage_it) +
+                                                            [produce(i, it, stage_it)]), None))
             else:
-                st = _stage_accesses(stmts[i], remap, tirx.floormod(k, n))
+                st = _stage_accesses(stmts[i], remap, stage_k)
                 steady.append(substitute(st, {v: lo + k}))
-            if p == last_producer:
-                steady.append(_call("tl::cp_async_commit"))
+            if p == sched.last_producer_position:
+                steady += proto.produced(it, tirx.floormod(it, n))
+        steady += proto.release(k, stage_k)
         loop = tirx.For(k, tirx.const(0, "int32"), trip, tirx.ForKind.SERIAL, seq(steady))
-        return seq(prologue + [loop, _call("tl::cp_async_wait<0>"), sync_threads()])
+        return seq(prologue + [loop] + proto.drain())
 
 
 def _without(root, loop):

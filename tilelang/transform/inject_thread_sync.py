@@ -1,14 +1,26 @@
-"""``InjectThreadSync``: put ``__syncthreads()`` where threads of a block hand shared data
-to each other.
+"""``InjectThreadSync``: put barriers where the threads of a thread group hand shared data to
+each other.
 
 Expects: lowered kernels (explicit shared accesses, per-thread loops from
-``LowerParallelLoops``).  Guarantees: between a statement that writes a shared tile and a later
-one that reads or writes it (and between a read and a later write), at block level, there is
-a barrier; a loop-carried hazard gets one before the first statement of the body that
-conflicts with the end of the previous iteration.  Analysis is per tile
-(not per element), so it errs towards more barriers.  Barriers are only placed in
-block-uniform code: never inside per-thread loops or under conditions on the thread index.
-``cp.async`` is left to the pipeline's own waits and barriers.  CPU: unchanged.
+``LowerParallelLoops``, device ops with declared effects, ``T.ws`` regions).  Guarantees:
+between a statement that writes a shared tile and a later one that reads or writes it (and
+between a read and a later write) there is a barrier over the threads involved:
+
+* inside code run by one group (the block, or a ``T.ws`` region) a barrier of that group
+  (the block's: id 0, ``__syncthreads``; a smaller group's: its named barrier
+  ``bar.sync id, count``) before the later statement;
+* between sibling ``T.ws`` regions of two groups, a named barrier over exactly the threads of
+  both groups, placed at the end of the earlier region and at the start of the later one
+  (each group reaches it in its own code); ids come from ``BarrierIds`` of the kernel.
+
+A loop-carried hazard gets a barrier of the group running the loop before the first
+statement of the body that conflicts with the end of the previous iteration.  Analysis is
+per tile (not per element), so it errs towards more barriers.  Barriers are only placed in
+code uniform over the group: never inside per-thread loops or under other conditions on the
+thread index.  Accesses are read from loads/stores and from the declared effects of device
+ops: an op that completes asynchronously (cp.async) is left to the protocol that issued it,
+an op with a barrier at entry (a cross-warp all-reduce) needs none before it, and a barrier
+op ends the hazards of its group.  CPU: unchanged.
 """
 
 from __future__ import annotations
@@ -17,46 +29,45 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..device import sm80 as device
+from ..device.effects import accessed_buffers, effect_of
+from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
+from ..errors import LoweringError
 from .ir import uses_var
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")
-SYNC = "__syncthreads"
 
 
 def _key(x):
     return x.__chandle__()
 
 
-def sync_stmt() -> tirx.Stmt:
-    return tirx.Evaluate(tirx.call_extern("int32", SYNC))
+def _barrier_of(stmt):
+    """(id, count) when ``stmt`` is a barrier op, else ``None``."""
+    eff = effect_of(stmt)
+    if eff is None or eff.sync is None or eff.sync.barrier_arg is None:
+        return None
+    return device.barrier_group(stmt.value)
 
 
-def _extern_name(stmt):
-    if isinstance(stmt, tirx.Evaluate) and isinstance(stmt.value, tvm.ir.Call) and \
-            stmt.value.args and isinstance(stmt.value.args[0], tvm.ir.StringImm):
-        return str(stmt.value.args[0].value)
-    return None
-
-
-def _is_sync(stmt) -> bool:
-    return _extern_name(stmt) == SYNC
-
-
-def _contains_sync(stmt) -> bool:
+def _contains_barrier(stmt) -> bool:
     hit = []
 
     def on_call(c):
-        if c.args and isinstance(c.args[0], tvm.ir.StringImm) and str(c.args[0].value) == SYNC:
+        eff = effect_of(c)
+        if eff is not None and eff.sync is not None and eff.sync.barrier_arg is not None:
             hit.append(c)
 
     tvm_ffi.structural_walk(stmt, (tvm.ir.Call, on_call))
     return bool(hit)
 
 
-def _rw(stmt) -> tuple[set, set]:
-    reads, writes = set(), set()
+def _rw(stmt) -> tuple[set, set, bool]:
+    """Shared tiles ``stmt`` reads and writes, and whether it synchronizes its group at
+    entry (a device op that does so before its own accesses)."""
+    reads, writes, entry = set(), set(), []
 
     def on_load(x):
         if x.source.scope() in SHARED:
@@ -67,56 +78,100 @@ def _rw(stmt) -> tuple[set, set]:
             writes.add(_key(s.buffer))
 
     def on_call(c):
-        # cp.async (issued only by pipelined loops): InjectSoftwarePipeline places the waits
-        # and barriers that publish and retire its stages, so it is not a hazard here.
-        if c.args and isinstance(c.args[0], tvm.ir.StringImm) and \
-                str(c.args[0].value).startswith("tl::cp_async<"):
+        eff = effect_of(c)
+        if eff is None:
+            return None
+        if eff.completes_on is not None:
+            # issued by a pipeline: its protocol publishes and retires the data
             return tvm_ffi.WalkResult.SKIP
+        if eff.sync is not None and eff.sync.at_entry:
+            entry.append(c)
+        for acc in eff.accesses:
+            for b in accessed_buffers(c, acc):
+                if b.scope() in SHARED:
+                    (writes if acc.write else reads).add(_key(b))
         return None
 
     tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
                                    (tirx.BufferStore, on_store)], order="pre")
-    return reads, writes
+    return reads, writes, bool(entry)
 
 
 class _State:
+    """Accesses since the last barrier: ``buffer key -> {(group, origin)}`` for reads and
+    writes; ``origin`` is the index of the ``T.ws`` region of the current statement sequence
+    that made the access, ``None`` for any other statement."""
+
     def __init__(self, r=None, w=None):
-        self.r, self.w = set(r or ()), set(w or ())
+        self.r = {k: set(v) for k, v in (r or {}).items()}
+        self.w = {k: set(v) for k, v in (w or {}).items()}
 
     def union(self, o):
-        return _State(self.r | o.r, self.w | o.w)
+        out = self.copy()
+        for mine, theirs in ((out.r, o.r), (out.w, o.w)):
+            for k, v in theirs.items():
+                mine.setdefault(k, set()).update(v)
+        return out
 
     def copy(self):
         return _State(self.r, self.w)
 
+    def add(self, reads, writes, group, origin=None):
+        for k in reads:
+            self.r.setdefault(k, set()).add((group, origin))
+        for k in writes:
+            self.w.setdefault(k, set()).add((group, origin))
+
+    def conflicts(self, reads, writes) -> set:
+        """(group, origin) of the earlier accesses a statement with these accesses races."""
+        out = set()
+        for k in set(reads) | set(writes):
+            out |= self.w.get(k, set())
+        for k in writes:
+            out |= self.r.get(k, set())
+        return out
+
+    def without_origins(self):
+        strip = lambda d: {k: {(g, None) for g, _ in v} for k, v in d.items()}  # noqa: E731
+        return _State(strip(self.r), strip(self.w))
+
+    def drop_groups(self, groups):
+        keep = lambda d: {k: {x for x in v if x[0] not in groups} for k, v in d.items()}  # noqa: E731
+        return _State(keep(self.r), keep(self.w))
+
 
 class _Sync:
-    def __init__(self, thread_vars):
-        self.tvars = thread_vars
+    def __init__(self, tx, block: ThreadGroup):
+        self.tx = tx
+        self.block = block
+        self.ids = BarrierIds(block)
+        self.group = block  # the group running the code being analysed
+
+    def barrier(self, group: ThreadGroup, divergent: bool = False) -> tirx.Stmt:
+        return tirx.Evaluate(device.barrier(self.ids.of(group, divergent), group.count))
 
     def uniform(self, expr) -> bool:
-        return not any(uses_var(expr, v) for v in self.tvars)
+        return self.tx is None or not uses_var(expr, self.tx)
 
     def block_level(self, s) -> bool:
         if isinstance(s, (tirx.SeqStmt, tirx.AttrStmt)):
             return True
         if isinstance(s, tirx.For):
-            return s.kind == tirx.ForKind.SERIAL or _contains_sync(s.body)
+            return s.kind == tirx.ForKind.SERIAL or _contains_barrier(s.body)
         if isinstance(s, tirx.IfThenElse):
             return self.uniform(s.condition)
         return False
 
     def stmt(self, s, st: _State):
         """(new statement, state after it)."""
-        if _is_sync(s):
-            return s, _State()
+        bar = _barrier_of(s)
+        if bar is not None:
+            return s, (_State() if bar[1] >= self.group.count else st)
         if isinstance(s, tirx.SeqStmt):
-            out = []
-            for x in s.seq:
-                y, st = self.stmt(x, st)
-                out.append(y)
-            return tirx.SeqStmt(out), st
-        if self.block_level(s) and (_contains_sync(s) or self._has_shared(s)):
+            return self.sequence(list(s.seq), st)
+        if group_of(s) is not None:
+            return self.sequence([s], st)
+        if self.block_level(s) and (_contains_barrier(s) or self._has_shared(s)):
             if isinstance(s, tirx.AttrStmt):
                 b, st = self.stmt(s.body, st)
                 return tirx.AttrStmt(s.node, s.attr_key, s.value, b), st
@@ -127,34 +182,112 @@ class _Sync:
                 return tirx.IfThenElse(s.condition, t, e), st_t.union(st_e)
             if isinstance(s, tirx.For):
                 _, end = self.stmt(s.body, st.copy())
-                body, end = self.stmt(s.body, st.union(end))
+                body, end = self.stmt(s.body, st.union(end.without_origins()))
                 return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                                  s.annotations, s.step), st.union(end))
-        r, w = _rw(s)
-        if (r & st.w) or (w & (st.r | st.w)):
-            return tirx.SeqStmt([sync_stmt(), s]), _State(r, w)
-        return s, _State(st.r | r, st.w | w)
+        r, w, entry = _rw(s)
+        if entry:
+            st = _State()
+        elif st.conflicts(r, w):
+            out = _State()
+            out.add(r, w, self.group)
+            return tirx.SeqStmt([self.barrier(self.group), s]), out
+        st = st.copy()
+        st.add(r, w, self.group)
+        return s, st
+
+    # sequences with T.ws regions ---------------------------------------------------------
+    def sequence(self, items: list, st: _State):
+        out: list = []
+        head: dict[int, list] = {}  # region index -> barriers at its start
+        tail: dict[int, list] = {}  # region index -> barriers at its end
+        for x in items:
+            g = group_of(x)
+            if g is None:
+                y, st = self.stmt(x, st)
+                out.append(y)
+                continue
+            i = len(out)
+            region, inner = self.region(x, g)
+            r, w = inner
+            hits = st.conflicts(r, w)
+            if hits:
+                st = self.hand_off(g, i, hits, st, head, tail, out)
+            st.add(r, w, g, origin=i)
+            out.append(region)
+        for i, bars in head.items():
+            out[i] = _in_region(out[i], bars, [])
+        for i, bars in tail.items():
+            out[i] = _in_region(out[i], [], bars)
+        return tirx.SeqStmt(out) if len(out) != 1 else out[0], st.without_origins()
+
+    def region(self, attr, g: ThreadGroup):
+        """The region analysed on its own group: (rewritten region, (reads, writes))."""
+        if not self.group.contains(g):
+            raise LoweringError(f"T.ws region on {g} is nested in code run by {self.group}")
+        cond = attr.body
+        old, self.group = self.group, g
+        try:
+            body, _ = self.stmt(cond.then_case, _State())
+        finally:
+            self.group = old
+        r, w, _ = _rw(cond.then_case)
+        return (tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
+                              tirx.IfThenElse(cond.condition, body, cond.else_case)), (r, w))
+
+    def hand_off(self, g, i, hits, st, head, tail, out):
+        """Synchronize region ``i`` (group ``g``) with the earlier accesses ``hits``."""
+        others = {h for h in hits if h[0] != g}
+        same = hits - others
+        if others:
+            groups = {h[0] for h in others}
+            origins = {h[1] for h in others}
+            union = next(iter(groups)).union(g) if len(groups) == 1 else None
+            if union is None or None in origins or union.count != g.count + \
+                    next(iter(groups)).count or not self.group.contains(union):
+                # not a plain hand-off between two sibling regions: a barrier of the running
+                # group before the region
+                out.append(self.barrier(self.group))
+                return _State()
+            j = max(origins)
+            head.setdefault(i, []).append(self.barrier(union, divergent=True))
+            tail.setdefault(j, []).append(self.barrier(union, divergent=True))
+            st = st.drop_groups(groups | {g})
+            return st
+        if same:
+            head.setdefault(i, []).append(self.barrier(g))
+            st = st.drop_groups({g})
+        return st
 
     @staticmethod
     def _has_shared(s) -> bool:
-        r, w = _rw(s)
+        r, w, _ = _rw(s)
         return bool(r or w)
 
 
-def _thread_vars(body) -> list:
+def _in_region(attr, before: list, after: list):
+    cond = attr.body
+    body = tirx.SeqStmt(before + [cond.then_case] + after)
+    return tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
+                         tirx.IfThenElse(cond.condition, body, cond.else_case))
+
+
+def _thread_extent(body):
     out = []
 
     def on_attr(a):
-        if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("threadIdx"):
-            out.append(a.node.var)
+        if a.attr_key == "thread_extent" and a.node.thread_tag == "threadIdx.x":
+            out.append((a.node.var, a.value))
 
     tvm_ffi.structural_walk(body, (tirx.AttrStmt, on_attr))
-    return out
+    return out[0] if out else (None, None)
 
 
 @function_pass("tl.InjectThreadSync")
 def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    body, _ = _Sync(_thread_vars(func.body)).stmt(func.body, _State())
+    tx, ext = _thread_extent(func.body)
+    block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
+    body, _ = _Sync(tx, block).stmt(func.body, _State())
     return func.with_body(body)

@@ -4,9 +4,10 @@ Expects: layouts from ``LayoutInference`` (``tl.layout`` on fragments, ``tl.loop
 outermost ``T.Parallel`` loops), tile operators already lowered.
 Guarantees: every annotated nest becomes ``for r in T.unroll(R): <body at inverse(tx, r)>``
 (innermost register digits vectorized where the lowering asked for it), guarded where the
-layout pads the tile; writes to shared/global memory inside a replicated layout are done by one
-replica only; every fragment becomes a per-thread ``local`` array of its register count and
-every access is rewritten to its register.  Each fragment access in a loop whose indices are
+layout pads the tile; writes to shared/global memory inside a replicated layout (stores, and
+device ops whose declared effect writes such memory) are done by one replica only; every fragment becomes a per-thread ``local`` array of its register count and
+every access is rewritten to its register.  Inside a ``T.ws`` region, loops are partitioned
+over the region's thread group (thread rank ``tx - offset``).  Each fragment access in a loop whose indices are
 functions of the loop variables is checked over every (thread, register): the element must
 live in the thread that computes it, else ``LoweringError``.  A statement outside any
 ``T.Parallel`` loop that touches fragment elements runs on the thread that owns them.
@@ -22,6 +23,8 @@ import tvm_ffi
 from tvm import tirx
 from tvm.sym import Analyzer
 
+from ..device.effects import effect_of
+from ..device.thread_group import ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
@@ -40,7 +43,22 @@ class _Kernel(StmtMutator):
 
     def __init__(self, tx):
         self.tx = tx
+        self.group: ThreadGroup | None = None  # the T.ws region being rewritten, if any
         self.frags: dict[int, tuple] = {}  # key -> (buffer, layout, local buffer)
+
+    def rank(self):
+        """The thread's index in the group running the code (``tx`` for the block)."""
+        return self.tx if self.group is None else self.group.rank(self.tx)
+
+    def visit_AttrStmt(self, s):
+        g = group_of(s)
+        if g is None:
+            return self.generic(s)
+        old, self.group = self.group, g
+        try:
+            return self.generic(s)
+        finally:
+            self.group = old
 
     # fragments ----------------------------------------------------------------------------
     def visit_AllocBuffer(self, s):
@@ -71,14 +89,20 @@ class _Kernel(StmtMutator):
         if not (vec > 1 and inner is not None and inner.kind == REG and inner.stride == 1
                 and inner.extent % vec == 0 and lay.num_regs % vec == 0):
             vec = 1
+        if self.group is not None and lay.num_threads > self.group.count:
+            raise LoweringError(
+                f"a T.Parallel loop over {ext} inside T.ws ({self.group}) got a layout for "
+                f"{lay.num_threads} threads; inside a thread group use T.copy / T.fill between "
+                "shared and global memory, whose lowerings distribute over the group")
         r = tirx.Var("r", "int32")
-        idx = lay.inverse(self.tx, r)
+        tx = self.rank()
+        idx = lay.inverse(tx, r)
         vmap = {v: e for v, e in zip(vars_, idx)}
         body = self.localize(body, vars_, lay, r)
         body = substitute(body, vmap)
         guards = [e < x for e, x, p in zip(idx, ext, lay.padded_shape) if p != x]
         if lay.replicas:
-            body = _guard_side_effects(body, lay.replica_index(self.tx) == 0, self.local_keys())
+            body = _guard_side_effects(body, lay.replica_index(tx) == 0, self.local_keys())
         a = Analyzer()
         if vec > 1:
             ro, rv = tirx.Var("ro", "int32"), tirx.Var("rv", "int32")
@@ -108,7 +132,7 @@ class _Kernel(StmtMutator):
             pos = _positions(indices, vkeys)
             reg = _matched_reg(lay, loop_lay, pos, r) if pos is not None else None
             if reg is None:
-                idx = loop_lay.inverse(self.tx, r)
+                idx = loop_lay.inverse(self.rank(), r)
                 reg = Analyzer().simplify(lay.forward_reg(
                     [substitute(e, dict(zip(loop_vars, idx))) for e in indices]))
                 reg = _strip_tx(reg, self.tx)
@@ -230,10 +254,8 @@ def _guard_side_effects(body, cond, local_keys: set):
             return tirx.IfThenElse(cond, s, None)
 
         def visit_Evaluate(self, s):
-            call = s.value
-            if isinstance(call, tvm.ir.Call) and call.args and \
-                    isinstance(call.args[0], tvm.ir.StringImm) and \
-                    any(w in str(call.args[0].value) for w in ("atomic", "cp_async")):
+            eff = effect_of(s)
+            if eff is not None and eff.writes_visible_memory():
                 return tirx.IfThenElse(cond, s, None)
             return s
 

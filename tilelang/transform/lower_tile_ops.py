@@ -12,6 +12,7 @@ from tvm import tirx
 from tvm.ir import Range
 from tvm.sym import Analyzer
 
+from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
 from ..layout import codec
 from ..ops import LowerContext, decode
@@ -51,17 +52,28 @@ class _Lower(StmtMutator):
             out = self(s.body)
             self.ctx.async_copy = old
             return out
+        group = group_of(s)
+        if group is not None:  # a T.ws region: its ops run on the group's threads
+            old = self.ctx.group
+            self.ctx.group = group
+            try:
+                return self.generic(s)
+            finally:
+                self.ctx.group = old
         if s.attr_key == "thread_extent":
             iv = s.node
             self.ctx.analyzer.bind(iv.var, Range.from_min_extent(0, s.value))
             if iv.thread_tag == "threadIdx.x":
-                self.ctx.thread_var = iv.var
+                self.ctx.tx = iv.var
             if iv.thread_tag.startswith("threadIdx"):
-                old = self.ctx.num_threads
-                self.ctx.num_threads = old * int(s.value) if isinstance(s.value, tirx.IntImm) else old
-                out = self.generic(s)
-                self.ctx.num_threads = old
-                return out
+                old, old_bars = self.ctx.group, self.ctx.barriers
+                n = old.count * int(s.value) if isinstance(s.value, tirx.IntImm) else old.count
+                self.ctx.group = ThreadGroup(0, n)  # the block: the largest group
+                self.ctx.barriers = BarrierIds(self.ctx.group)
+                try:
+                    return self.generic(s)
+                finally:
+                    self.ctx.group, self.ctx.barriers = old, old_bars
         return self.generic(s)
 
     def visit_IfThenElse(self, s):

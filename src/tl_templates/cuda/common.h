@@ -40,6 +40,17 @@ struct Tile {
 
 TL_DEVICE void sync_threads() { __syncthreads(); }
 
+// Barrier of a thread group: the block (BARRIER 0) or the NTHREADS threads of named barrier
+// BARRIER.
+template <int BARRIER, int NTHREADS>
+TL_DEVICE void group_sync() {
+  if constexpr (BARRIER == 0) {
+    __syncthreads();
+  } else {
+    asm volatile("bar.sync %0, %1;\n" ::"n"(BARRIER), "n"(NTHREADS) : "memory");
+  }
+}
+
 template <typename T>
 TL_DEVICE T shfl_xor(T x, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, x, lane_mask);

@@ -196,14 +196,17 @@ TL_DEVICE void load_step(uint32_t (&a)[MI][4], uint32_t (&b)[NI][2], const T* A,
   }
 }
 
+// THREAD_OFFSET: first thread of the thread group that runs the gemm (warp w of the grid is
+// warp THREAD_OFFSET / 32 + w of the block).
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TRANS_A, bool TRANS_B,
-          int A_ROW, int B_ROW, bool A_SWZ, bool B_SWZ, typename T, typename C>
+          int A_ROW, int B_ROW, bool A_SWZ, bool B_SWZ, typename T, typename C,
+          int THREAD_OFFSET = 0>
 TL_DEVICE void gemm_ss(const T* A, const T* B, C* acc) {
   using Tr = MmaTraits<T>;
   constexpr int WM = M / WARPS_M, WN = N / WARPS_N, MI = WM / 16, NI = WN / 8;
   constexpr int STEPS = K / Tr::kStep;
   static_assert(WM % 16 == 0 && WN % 8 == 0 && K % Tr::kStep == 0, "gemm tile shape");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x - THREAD_OFFSET) / 32, lane = threadIdx.x % 32;
   const int m_base = (warp / WARPS_N) * WM, n_base = (warp % WARPS_N) * WN;
   // Fragments are double-buffered: step s+1 is read from shared memory while step s runs.
   uint32_t a[2][MI][4];
@@ -229,12 +232,12 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, C* acc) {
 // A from registers: the M x K 16-bit tile A_regs is laid out as an m16n8 accumulator of a
 // WARPS_M x 1 warp grid (what a first gemm produces and a cast copy keeps).
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TRANS_B, int B_ROW, bool B_SWZ,
-          typename T, typename C>
+          typename T, typename C, int THREAD_OFFSET = 0>
 TL_DEVICE void gemm_rs(const T* A_regs, const T* B, C* acc) {
   using Tr = MmaTraits<T>;
   static_assert(sizeof(T) == 2, "register A operands are 16-bit");
   constexpr int WM = M / WARPS_M, WN = N / WARPS_N, MI = WM / 16, NI = WN / 8, NIA = K / 8;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = (threadIdx.x - THREAD_OFFSET) / 32, lane = threadIdx.x % 32;
   const int n_base = (warp % WARPS_N) * WN;
   const uint32_t* W = reinterpret_cast<const uint32_t*>(A_regs);
 #pragma unroll

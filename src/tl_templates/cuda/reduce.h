@@ -15,10 +15,13 @@ struct MinOp {
 };
 
 // Combine x over the EXTENT threads whose ids differ only in the digit of stride STRIDE
-// (a power of two each). Lanes of one warp exchange values by shuffles; digits above the warp
-// go through `scratch` (one slot per thread of the block, NTHREADS slots), with a block-wide
-// barrier, so every thread of the block must call it.
-template <typename Op, int EXTENT, int STRIDE, int NTHREADS, typename T>
+// (a power of two each), among the NTHREADS threads of a thread group starting at thread
+// OFFSET. Lanes of one warp exchange values by shuffles; digits above the warp go through
+// `scratch` (one slot per thread of the group) between barriers of the group (BARRIER 0: the
+// whole block, __syncthreads; else bar.sync BARRIER, NTHREADS), so every thread of the group
+// must call it.
+template <typename Op, int EXTENT, int STRIDE, int NTHREADS, int OFFSET = 0, int BARRIER = 0,
+          typename T>
 TL_DEVICE T all_reduce(T x, T* scratch) {
   if constexpr (EXTENT <= 1) {
     return x;
@@ -30,10 +33,10 @@ TL_DEVICE T all_reduce(T x, T* scratch) {
     return x;
   } else {
     static_assert(STRIDE >= 32, "a reduction digit may not straddle the warp boundary");
-    const int tid = threadIdx.x;
-    __syncthreads();
+    const int tid = threadIdx.x - OFFSET;
+    group_sync<BARRIER, NTHREADS>();
     scratch[tid] = x;
-    __syncthreads();
+    group_sync<BARRIER, NTHREADS>();
     const int base = tid - ((tid / STRIDE) % EXTENT) * STRIDE;
     T acc = scratch[base];
 #pragma unroll
@@ -46,7 +49,7 @@ TL_DEVICE T all_reduce(T x, T* scratch) {
 template <typename Op, int EXTENT, int STRIDE, int NTHREADS, typename T>
 TL_DEVICE T all_reduce(T x) {
   static_assert(STRIDE * EXTENT <= 32, "a cross-warp reduction needs scratch memory");
-  return all_reduce<Op, EXTENT, STRIDE, NTHREADS, T>(x, static_cast<T*>(nullptr));
+  return all_reduce<Op, EXTENT, STRIDE, NTHREADS, 0, 0, T>(x, static_cast<T*>(nullptr));
 }
 
 }  // namespace tl
