@@ -1,4 +1,6 @@
-"""Run the pipelined GEMM and the attention forward once each, for compute-sanitizer:
+"""Run the pipelined GEMM, the attention forward and the two-thread-group hand-off
+(testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
+reads it after a named barrier) once each, for compute-sanitizer:
 
     compute-sanitizer --tool racecheck python tools/sanitize_kernels.py
     compute-sanitizer --tool memcheck  python tools/sanitize_kernels.py
@@ -11,6 +13,7 @@ import torch
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "python"))
+sys.path.insert(0, os.path.join(ROOT, "testing", "python", "cuda"))
 
 import tilelang  # noqa: E402
 from programs import example, matmul  # noqa: E402
@@ -28,11 +31,18 @@ def main():
     attn = tilelang.compile(fa.flashattn(1, 2, 200, 64, True, num_stages=2), out_idx=[3])
     q, k, v = (torch.randn(1, 200, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     o = attn(q, k, v)
+    from test_cuda_thread_groups import hand_off
+
+    groups = tilelang.compile(hand_off(512, rounds=3), target="cuda")
+    ga = torch.randn(512, 64, device="cuda")
+    gb = torch.zeros_like(ga)
+    groups(ga, gb)
     torch.cuda.synchronize()
     errs = [float((c.float() - (a.float() @ b.float())).abs().max()),
             float((rc.float() - (ra.float() @ rb.float())).abs().max()),
-            float((o.float() - fa.reference(q, k, v, True).float()).abs().max())]
-    print("max errors (gemm, ragged gemm, attention):", errs)
+            float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
+            float((gb - ga).abs().max())]
+    print("max errors (gemm, ragged gemm, attention, thread groups):", errs)
 
 
 if __name__ == "__main__":

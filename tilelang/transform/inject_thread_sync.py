@@ -207,12 +207,12 @@ class _Sync:
                 y, st = self.stmt(x, st)
                 out.append(y)
                 continue
-            i = len(out)
             region, inner = self.region(x, g)
             r, w = inner
             hits = st.conflicts(r, w)
             if hits:
-                st = self.hand_off(g, i, hits, st, head, tail, out)
+                st = self.hand_off(g, len(out), hits, st, head, tail, out)
+            i = len(out)
             st.add(r, w, g, origin=i)
             out.append(region)
         for i, bars in head.items():
@@ -246,7 +246,7 @@ class _Sync:
             if union is None or None in origins or union.count != g.count + \
                     next(iter(groups)).count or not self.group.contains(union):
                 # not a plain hand-off between two sibling regions: a barrier of the running
-                # group before the region
+                # group before the region (the region's index moves by one)
                 out.append(self.barrier(self.group))
                 return _State()
             j = max(origins)
