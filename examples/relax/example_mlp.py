@@ -90,8 +90,9 @@ def run(target: str, seed: int = 0) -> float:
     want = execute(_build_reference(target))
     x, w1, b1, w2, b2 = inputs
     numpy_ref = np.maximum(x @ w1 + b1, 0) @ w2 + b2
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(got, numpy_ref, rtol=1e-4, atol=1e-4)
+    tol = 1e-4 if target == "cpu" else 2e-3  # on tensor cores fp32 gemm rounds inputs to tf32
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(got, numpy_ref, rtol=tol, atol=tol)
     return float(np.abs(got - want).max())
 
 

@@ -104,8 +104,12 @@ tirx_pipeline.register_tir_pipeline(PIPELINE, _mixed_pipeline)
 def build(mod: tvm.IRModule, target: Any = "auto", pass_configs: dict | None = None):
     """Compile a Relax module (dataflow blocks, Relax operators and tile programs alike) into a
     ``relax.VirtualMachine`` executable."""
+    from ..engine import cuda
+    from ..jit.kernel import _prelude_of
+
     tgt = resolve(target)
-    with pass_config.scope(pass_configs), original_errors(), \
+    preludes = "\n".join(_prelude_of(f) for f in mod.functions.values() if is_tile_program(f))
+    with pass_config.scope(pass_configs), original_errors(), cuda.building(tgt, preludes), \
             tvm.transform.PassContext(config=pass_config.tvm_config()):
         return tvm.compile(mod, target=tgt, tir_pipeline=PIPELINE)
 

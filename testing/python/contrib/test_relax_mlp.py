@@ -28,7 +28,7 @@ def test_unmarked_tile_program_is_recognised():
 
 @pytest.mark.gpu
 def test_mlp_example_matches_relax_on_cuda():
-    assert mlp.run("cuda") < 1e-3
+    assert mlp.run("cuda") < 2e-3
 
 
 def test_tile_programs_survive_operator_fusion():
