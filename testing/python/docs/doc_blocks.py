@@ -66,7 +66,8 @@ def parse(path: Path) -> list[Block]:
     blocks, i = [], 0
     while i < len(lines):
         m = _FENCE.match(lines[i])
-        if not m:
+        if not m or (m.group(1)[0] == "`" and "`" in lines[i][len(m.group(1)):]):
+            # a backtick fence's info string has no backtick (CommonMark): this is inline code
             i += 1
             continue
         fence, lang, start = m.group(1), m.group(2).lower(), i

@@ -2,8 +2,8 @@
 
 Blocks are written to files and run with this interpreter in subprocesses (a cwd and a
 ``TILELANG_CACHE_DIR`` per block). To pay ``import tilelang`` (seconds) once per group
-rather than per block, the blocks selected in this session run in groups of a few, each group in
-one interpreter (``run_block_files.py``: a fresh namespace per file), two groups at a time. A
+rather than per block, the blocks selected in this session run in groups of a few (in file order,
+docs/passes.md last), each group in one interpreter (``run_block_files.py``: a fresh namespace per file), two groups at a time. A
 block marked ``<!-- doc-test: gpu -->`` is skipped where no GPU is visible.
 """
 
@@ -20,7 +20,7 @@ from doc_blocks import REPO, doc_files, parse, python_blocks, run_blocks
 
 BLOCKS = python_blocks()
 _BY_ID = {b.id: b for b in BLOCKS}
-_GROUP_SIZE = 4
+_GROUP_SIZE = 6  # blocks per interpreter: each pays `import tilelang` (~4 s) once
 _WORKERS = 2
 _LAST = "docs/passes.md"  # a pass refactor is in flight: its blocks run in the last group
 
@@ -46,14 +46,7 @@ def results(request, tmp_path_factory):
                 and item.originalname == "test_python_block"]
     blocks = [_BY_ID[i] for i in selected if _runnable(_BY_ID[i])]
     blocks.sort(key=lambda b: (b.file == _LAST, b.file, b.line))
-    groups, current = [], []
-    for b in blocks:
-        if current and (len(current) == _GROUP_SIZE or current[-1].file != b.file):
-            groups.append(current)
-            current = []
-        current.append(b)
-    if current:
-        groups.append(current)
+    groups = [blocks[i:i + _GROUP_SIZE] for i in range(0, len(blocks), _GROUP_SIZE)]
     root = tmp_path_factory.mktemp("doc_blocks")
     merged: dict[str, dict] = {}
     with ThreadPoolExecutor(_WORKERS) as pool:
@@ -89,7 +82,8 @@ def test_parser_finds_blocks_and_markers(tmp_path):
     md = tmp_path / "probe.md"
     md.write_text("text\n<!-- doc-test: gpu -->\n```python\nx = 1\n```\n\n"
                   "<!-- doc-test: skip (needs a cluster) -->\n```python\ny = 2\n```\n"
-                  "```bash\nls\n```\n```\nplain\n```\n<!-- doc-test: gpux -->\n```python\n```\n")
+                  "```bash\nls\n```\n```\nplain\n```\n<!-- doc-test: gpux -->\n```python\n```\n"
+                  "```` ```python ```` is inline code\n")
     blocks = parse(md)
     assert [(b.line, b.lang) for b in blocks] == [(3, "python"), (8, "python"), (11, "bash"),
                                                   (14, ""), (18, "python")]
