@@ -39,6 +39,7 @@ class Mechanism(enum.Enum):
     CP_ASYNC_GROUP = "cp.async group"
     MBARRIER = "mbarrier"
     WGMMA_GROUP = "wgmma group"
+    BULK_GROUP = "bulk group"  # TMA stores: cp.async.bulk.commit_group / wait_group
 
 
 @dataclass(frozen=True)
