@@ -17,6 +17,7 @@ from tvm import tirx
 
 from .fragment import Factor, Fragment
 from .layout import Layout
+from .swizzle import SwizzledLayout
 
 _BINARY = {c.__name__: c for c in (
     tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min,
@@ -32,8 +33,9 @@ def encode(layout: Layout) -> str:
             "dims": [[[f.dim, f.extent, f.kind, f.stride] for f in fs] for fs in layout.dims],
             "replicas": [[f.dim, f.extent, f.kind, f.stride] for f in layout.replicas],
         })
-    if getattr(layout, "swizzled", False):
-        return json.dumps({"kind": "swizzle", "shape": layout.shape})
+    if isinstance(layout, SwizzledLayout):
+        return json.dumps({"kind": "swizzle", "shape": layout.shape, "dtype": layout.dtype,
+                           "panel": layout.panel})
     m = layout.index_map
     indices = list(m.initial_indices)
     return json.dumps({
@@ -49,14 +51,12 @@ def decode(text) -> Layout:
         return Fragment.from_factors(
             d["shape"], [[Factor(*f) for f in fs] for fs in d["dims"]],
             [Factor(*f) for f in d["replicas"]], name=d.get("name", ""))
+    if d["kind"] == "swizzle":
+        return SwizzledLayout(d["shape"], d["dtype"], d["panel"])
     lay = Layout.__new__(Layout)
     lay.shape = d["shape"]
-    lay.swizzled = d["kind"] == "swizzle"
-    lay.index_map = None
-    if not lay.swizzled:
-        indices = [tirx.Var(f"i_{k}", dt) for k, dt in enumerate(d["indices"])]
-        lay.index_map = tirx.IndexMap(indices, [expr_from_json(e, indices) for e in d["map"]],
-                                      None)
+    indices = [tirx.Var(f"i_{k}", dt) for k, dt in enumerate(d["indices"])]
+    lay.index_map = tirx.IndexMap(indices, [expr_from_json(e, indices) for e in d["map"]], None)
     return lay
 
 

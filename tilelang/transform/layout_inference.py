@@ -23,6 +23,7 @@ from tvm import tirx
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
+from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, THREAD, elementwise, mma_accumulator
 from ..ops import decode
 from ..ops import region as R
@@ -231,7 +232,7 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                         gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
     for k, text in shared_layouts.items():
         lay = codec.decode(text)
-        if getattr(lay, "swizzled", False):
+        if _is_sm80_swizzle(lay):
             swizzle.add(k)
             continue
         if k in gemm_operands:
@@ -240,7 +241,7 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                 f"operands use the swizzled layout (make_swizzled_layout); got {lay}")
         swizzle.discard(k)
     st.shared_layouts = {k: v for k, v in shared_layouts.items()
-                         if not getattr(codec.decode(v), "swizzled", False)}
+                         if not _is_sm80_swizzle(codec.decode(v))}
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
     while True:
@@ -260,6 +261,12 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], num_threads, vec=1)
     return st, swizzle, col
+
+
+def _is_sm80_swizzle(lay) -> bool:
+    """The conflict-free swizzle of the sm80 path (one panel per row), which the mma.sync gemm
+    template reads; other swizzles (paneled GMMA layouts) are applied as index maps."""
+    return isinstance(lay, SwizzledLayout) and not lay.paneled
 
 
 def _size(buf) -> int:
@@ -417,4 +424,20 @@ def layout_of(alloc_or_for) -> Fragment | None:
     for k in ("tl.layout", "tl.loop_layout"):
         if k in ann:
             return codec.decode(ann[k])
+    return None
+
+
+def shared_layout_of(alloc) -> "Layout | None":
+    """The layout a shared tile's allocation is stored in after PlanSharedMemory: its
+    ``tl.shared_layout`` (a wgmma operand's GMMA swizzle, or a ``T.annotate_layout``), the sm80
+    swizzle for ``tl.swizzle``, else ``None`` (row-major).  ``swizzle_bytes`` on the result
+    says which TMA/GMMA swizzle mode it equals (``None``: none can produce it)."""
+    from ..layout.swizzle import can_swizzle, make_swizzled_layout
+
+    ann = alloc.annotations
+    if "tl.shared_layout" in ann:
+        return codec.decode(ann["tl.shared_layout"])
+    b = alloc.buffer
+    if "tl.swizzle" in ann and can_swizzle(int(b.shape[-1]), b.dtype):
+        return make_swizzled_layout(b)
     return None

@@ -2,7 +2,8 @@
 
 Expects: lowered tile operators (all shared tiles, scratch included, exist as allocations).
 Guarantees: one ``shared.dyn`` byte arena per kernel; each tile becomes a flat view at its own
-128-byte-aligned offset (no two tiles overlap, so asynchronous copies can never clobber a live
+128-byte-aligned offset (``8 x swizzle_bytes``, i.e. 1024 bytes for a 128B TMA/GMMA swizzle, for
+tiles whose layout has one) (no two tiles overlap, so asynchronous copies can never clobber a live
 tile), accesses are rewritten to the view with the tile's layout applied (``tl.swizzle``
 tiles get the bank-conflict-free swizzle of ``tilelang.layout.swizzle``), and the kernel
 declares its arena size.  Raises ``LoweringError`` when the arena exceeds what the target's
@@ -18,7 +19,7 @@ from tvm import tirx
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
-from ..layout.swizzle import can_swizzle, swizzle_offset
+from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
 from .ir import map_nodes, StmtMutator, seq
 from .passes import function_pass, target_of
 
@@ -101,10 +102,14 @@ def _plan_kernel(body, target):
         n = 1
         for s in b.shape:
             n *= int(s)
-        offset = (offset + ALIGN - 1) // ALIGN * ALIGN
         swz = "tl.swizzle" in a.annotations and can_swizzle(int(b.shape[-1]), b.dtype)
         user = codec.decode(a.annotations["tl.shared_layout"]) \
             if "tl.shared_layout" in a.annotations else None
+        # a TMA/GMMA swizzle is computed by the hardware from address bits: the tile starts on
+        # a multiple of 8 x swizzle_bytes (1024 for 128B) so that it equals the tile-offset map
+        align = max(ALIGN, alignment_of(user if user is not None else
+                                        make_swizzled_layout(b) if swz else None))
+        offset = (offset + align - 1) // align * align
         if user is not None:
             n = max(n, int(np.prod(user.output_shape)))
         view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
