@@ -1,8 +1,8 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
     LayoutInference -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
-    CheckBounds -> TVM's "tirx" pipeline
+    LowerParallelLoops -> LowerAsyncResources -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    CheckBounds -> RoundLowPrecisionStores -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
 
@@ -19,7 +19,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import check_bounds, pass_config
+from ..transform import check_bounds, pass_config, round_storage
 
 NAME = "tilelang"
 
@@ -32,10 +32,12 @@ def tile_passes() -> list[tvm.transform.Pass]:
         check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),
         tl_transform.LowerParallelLoops(),
+        tl_transform.LowerAsyncResources(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),
         tl_transform.LowerKernelLaunch(),
         check_bounds.CheckBounds(),
+        round_storage.RoundLowPrecisionStores(),
     ]
 
 

@@ -1,0 +1,51 @@
+"""``RoundLowPrecisionStores``: on the CPU backend a value stored into a bfloat16 tile is
+rounded to bfloat16, as it is on a GPU.
+
+TVM's ``BF16ComputeLegalize`` computes bfloat16 in float32 and, for buffers allocated inside the
+kernel (shared tiles, fragments, locals), promotes the storage to float32 too, dropping the
+``float32 -> bfloat16 -> float32`` round trip of a store and a later load.  A bf16 fragment would
+then hold full float32 values on the CPU and the reference would not match the GPU.  This pass
+writes the rounding out in float32 arithmetic (round to nearest even on the bit pattern, NaN
+kept), which the legalizer keeps.  Tensors passed to the kernel are stored as real bfloat16 by
+TVM already.  CPU only.
+"""
+
+from __future__ import annotations
+
+from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
+
+from ..engine.target import is_cpu
+from .ir import StmtMutator
+from .passes import function_pass, target_of
+
+BF16 = "bfloat16"
+
+
+def round_to_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """The float32 value of ``x`` (float32) rounded to the nearest bfloat16, ties to even."""
+    bits = tirx.reinterpret("uint32", x)
+    lsb = tirx.bitwise_and(tirx.shift_right(bits, tirx.const(16, "uint32")),
+                           tirx.const(1, "uint32"))
+    rounded = tirx.bitwise_and(bits + tirx.const(0x7FFF, "uint32") + lsb,
+                               tirx.const(0xFFFF0000, "uint32"))
+    return tirx.Select(tirx.isnan(x), x, tirx.reinterpret("float32", rounded))
+
+
+class _Round(StmtMutator):
+    def __init__(self, params: set):
+        self.params = params
+
+    def visit_BufferStore(self, s):
+        if str(s.buffer.dtype) != BF16 or s.buffer.__chandle__() in self.params:
+            return s
+        value = tirx.Cast(BF16, round_to_bf16(tirx.Cast("float32", s.value)))
+        return tirx.BufferStore(s.buffer, value, list(s.indices))
+
+
+@function_pass("tl.RoundLowPrecisionStores")
+def RoundLowPrecisionStores(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    if not is_cpu(target_of(func)):
+        return func
+    params = {p.__chandle__() for p in func.params if is_buffer_var(p)}
+    return func.with_body(_Round(params)(func.body))
