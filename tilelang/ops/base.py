@@ -37,6 +37,8 @@ class LowerContext:
     layouts: dict = field(default_factory=dict)  # fragment buffer handle -> Fragment
     swizzled: set = field(default_factory=set)  # shared buffer handles laid out swizzled
     async_copy: bool = False  # inside a pipelined loop's producer statement
+    tma_barrier: Any = None  # the mbarrier element a TMA producer of a pipeline completes on
+    tile_annotations: dict = field(default_factory=dict)  # shared tile handle -> its annotations
     in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
 
     @property

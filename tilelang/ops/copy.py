@@ -10,15 +10,21 @@ outside their buffer read as zero, destination elements outside their buffer are
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from typing import Any
 
+import tvm
 from tvm import tirx
 
 from ..device import sm80 as device
+from ..device import tma
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
+
+log = logging.getLogger("tilelang")
 
 
 @register
@@ -101,6 +107,17 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     """Fragments move by their own layout; local arrays copy per thread; global/shared tiles
     move in coalesced 16-byte vectors (``cp.async`` when a pipelined loop issues the copy)."""
     s_scope, d_scope = R.scope_of(op.src), R.scope_of(op.dst)
+    if ctx.tma_barrier is not None:  # a producer of an mbarrier-ring pipeline
+        return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier)
+    if s_scope == "global" and d_scope.startswith("shared") and not ctx.async_copy and \
+            not ctx.in_parallel:
+        plan = tma_plan(op, ctx.target, ctx.config, ctx.tile_annotations.get(
+            R.buffer_of(op.dst).__chandle__(), {}))
+        if isinstance(plan, TmaPlan):
+            return _tma_sync(op, ctx, plan)
+        if tma_enabled(ctx.target, ctx.config, op):
+            log.debug("T.copy %s -> %s: no TMA (%s); using vector copies", R.describe(op.src),
+                      R.describe(op.dst), plan)
     if s_scope in LOCAL or d_scope in LOCAL:
         return elementwise_copy(op, ctx, kind=loops.SERIAL)
     frag = op.src if s_scope == FRAGMENT else op.dst if d_scope == FRAGMENT else None
@@ -160,3 +177,217 @@ def _cp_async(op: Copy, ctx: LowerContext, shape, vec: int, nbytes: int) -> tirx
 
     nest = loops.loop_nest(chunks, body, kind=loops.PARALLEL, prefix="c", analyzer=ctx.analyzer)
     return loops.with_layout(nest, elementwise(chunks, ctx.num_threads, 1))
+
+
+# TMA (sm_90a) -----------------------------------------------------------------------------
+SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
+TENSOR_MAP = "tl.tensor_map"  # AttrStmt(tensor-map var, TENSOR_MAP, encode call): host encodes
+KERNEL_VAR = "tl.kernel_var"  # AllocBuffer annotation: a per-thread variable of the whole kernel
+MBARRIER = "tl.mbarrier"  # AllocBuffer annotation: arrive counts of a barrier array
+
+
+@dataclass(frozen=True)
+class TmaPlan:
+    """One global -> shared copy as TMA boxes.  Lists are innermost dimension first (CUDA's
+    order): ``dims``/``strides`` (bytes, dims 1..) of the global tensor, ``box`` of one load,
+    ``coords`` of the first box; the tile is ``panels`` boxes side by side along the innermost
+    dim, box ``p`` at coordinate ``coords[0] + p * box[0]`` and at element ``p * panel_elems``
+    of the tile.  ``nbytes``: the bytes all boxes bring (out-of-range parts included)."""
+
+    dims: tuple
+    strides: tuple
+    box: tuple
+    coords: tuple
+    swizzle: int
+    panels: int
+    panel_elems: int
+    nbytes: int
+
+
+def tma_enabled(target, config: dict, op: Copy | None = None) -> bool:
+    """Whether copies for ``target`` may use TMA: sm_90 or newer, not turned off by the pass
+    config ``tl.disable_tma_lower`` or ``T.copy(..., disable_tma=True)``."""
+    if target is None or target.kind.name != "cuda":
+        return False
+    arch = str(target.attrs.get("arch", ""))
+    digits = "".join(c for c in arch[3:] if c.isdigit())
+    if not digits or int(digits) < 90:
+        return False
+    if bool(config.get("tl.disable_tma_lower", False)):
+        return False
+    return not (op is not None and op.disable_tma)
+
+
+def _tile_swizzle(buf, annotations) -> tuple[int | None, int | None]:
+    """(swizzle bytes, panel elements) of the shared tile's layout; ``None`` bytes: its layout
+    is nothing TMA can write (a custom index map, an sm80 swizzle of a row TMA cannot
+    produce)."""
+    from ..layout import codec
+    from ..layout.swizzle import can_swizzle, make_swizzled_layout
+
+    row = int(buf.shape[-1])
+    if "tl.shared_layout" in annotations:
+        lay = codec.decode(annotations["tl.shared_layout"])
+    elif "tl.swizzle" in annotations and len(buf.shape) >= 2 and can_swizzle(row, buf.dtype):
+        lay = make_swizzled_layout(buf)
+    else:
+        return 0, row
+    return getattr(lay, "swizzle_bytes", None), int(getattr(lay, "panel", row))
+
+
+def tma_plan(op: Copy, target, config: dict, dst_annotations) -> "TmaPlan | str":
+    """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
+    falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
+    the pass configs and the destination tile's layout annotations, so every pass that asks
+    gets the same answer."""
+    if not tma_enabled(target, config, op):
+        return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    if R.scope_of(op.src) != "global" or not R.scope_of(op.dst).startswith("shared"):
+        return "not a global -> shared copy"
+    if src.dtype != dst.dtype:
+        return f"the copy converts {src.dtype} to {dst.dtype}"
+    eb = loops.elem_bytes(src.dtype)
+    if tvm.DataType(src.dtype).bits % 8 or eb > 8:
+        return f"element type {src.dtype} has no TMA data type"
+    rank = len(src.shape)
+    if not 1 <= rank <= 5:
+        return f"{src.name} has rank {rank}; TMA takes 1 to 5"
+    if src.strides or (src.elem_offset is not None and not _is_zero(src.elem_offset)):
+        return f"{src.name} is a strided or offset view"
+    ext = [R.as_int(e) for e in R.extents(op.src)]
+    dext = [R.as_int(e) for e in R.extents(op.dst)]
+    if any(e is None for e in ext + dext):
+        return "the tile has a dynamic shape"
+    if any(_depends_on_data(m) for m in R.mins(op.src)):
+        return "the source index depends on loaded data"
+    # the destination must be the whole tile (leading unit dims: a stage of a staged tile)
+    dshape = [int(x) for x in dst.shape]
+    lead = 0
+    while lead < len(dext) and dext[lead] == 1 and dshape[lead] != 1:
+        lead += 1
+    if dext[lead:] != dshape[lead:] or not all(_is_zero(m) for m in R.mins(op.dst)[lead:]):
+        return f"the destination is a part of {dst.name}, not a whole tile"
+    if R.squeeze(ext) != R.squeeze(dext[lead:]) or ext[-1] != dshape[-1]:
+        return "source and destination rows differ"
+    an = tvm.sym.Analyzer()
+    strides, acc = [], tirx.const(eb, "int64")
+    for d in reversed(src.shape[1:]):
+        acc = acc * tirx.Cast("int64", d)
+        strides.append(acc)
+    for st in strides:
+        if not an.can_prove(tirx.floormod(st, 16) == 0):
+            return (f"a row stride of {src.name} ({an.simplify(st)} bytes) is not a proven "
+                    "multiple of 16 bytes")
+    sw, panel = _tile_swizzle(dst, dst_annotations)
+    if sw is None:
+        return f"{dst.name}'s layout is not one TMA can write (no swizzle_bytes)"
+    box = list(reversed(ext))
+    panels = 1
+    if panel != box[0]:
+        if box[0] % panel:
+            return "the tile's panels do not divide its rows"
+        panels, box[0] = box[0] // panel, panel
+    if box[0] * eb % 16:
+        return f"the tile's rows are {box[0] * eb} bytes, not a multiple of 16"
+    if sw and box[0] * eb > sw:
+        return f"the tile's rows ({box[0] * eb} bytes) exceed the {sw}-byte swizzle span"
+    if any(b > 256 for b in box):
+        return f"box {box} has a dimension above 256"
+    n = 1
+    for e in ext:
+        n *= e
+    return TmaPlan(dims=tuple(reversed(list(src.shape))), strides=tuple(strides),
+                   box=tuple(box), coords=tuple(reversed(list(R.mins(op.src)))),
+                   swizzle=sw, panels=panels, panel_elems=box[0] * _prod(box[1:]),
+                   nbytes=n * eb)
+
+
+def _prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= int(x)
+    return n
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, (int, tirx.IntImm)) and int(e) == 0
+
+
+def _depends_on_data(e) -> bool:
+    from ..transform.ir import find_all
+
+    return bool(find_all(e, tvm.ir.TensorLoad))
+
+
+def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
+    plan = tma_plan(op, ctx.target, ctx.config,
+                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}))
+    if not isinstance(plan, TmaPlan):
+        raise LoweringError(f"T.copy {R.describe(op.src)} -> {R.describe(op.dst)} cannot use "
+                            f"TMA: {plan}")
+    return plan
+
+
+def tensor_map_var(buf) -> tirx.Var:
+    return tirx.Var(f"{buf.name}_tensormap", tirx.op.tvm_stack_alloca("tensormap", 1).ty)
+
+
+def _encode(tm, buf, plan: TmaPlan):
+    dims = [tirx.Cast("int64", d) if str(d.ty) != "int64" else d for d in plan.dims]
+    return tirx.op.tensormap_encode_tiled(
+        tm, buf.data, *dims, *plan.strides, *plan.box, *([1] * len(plan.box)),
+        descriptor_dtype=str(buf.dtype), rank=len(plan.box), interleave=0,
+        swizzle=SWIZZLE_CODE[plan.swizzle], l2_promotion=2, oob_fill=0, force_cu_dtype=-1)
+
+
+def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar) -> tirx.Stmt:
+    """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
+    by the group's first thread; the tensor map is encoded on the host."""
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    tm = tensor_map_var(src)
+    d0 = [m for m in R.mins(op.dst)]
+    base = tirx.BufferLoad(dst, d0)
+    issues = []
+    for p in range(plan.panels):
+        coords = list(plan.coords)
+        coords[0] = coords[0] + p * plan.box[0]
+        at = tirx.BufferLoad(dst, d0[:-1] + [d0[-1] + p * plan.box[0]]) if plan.panels > 1 \
+            else base
+        issues.append(tirx.Evaluate(tma.tma_load(
+            tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), coords)))
+    body = _leader(ctx, issues)
+    return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
+
+
+def _leader(ctx: LowerContext, stmts) -> tirx.Stmt:
+    from ..transform.ir import seq
+
+    rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")
+    return tirx.IfThenElse(rank == 0, seq(stmts), None)
+
+
+def _tma_sync(op: Copy, ctx: LowerContext, plan: TmaPlan) -> tirx.Stmt:
+    """A copy outside a pipeline: a barrier of the group (earlier readers of the tile are
+    done), one thread arms a barrier with the bytes and issues the loads, every thread waits
+    on the barrier's current phase, whose parity a per-thread variable tracks."""
+    from ..transform.ir import seq
+
+    bar = tirx.decl_buffer([1], "uint64", f"{R.buffer_of(op.dst).name}_tma_bar",
+                           scope="shared.dyn")
+    phase = tirx.decl_buffer([1], "int32", f"{R.buffer_of(op.dst).name}_tma_phase",
+                             scope="local")
+    b0 = tirx.BufferLoad(bar, [0])
+    issue = _tma_issue(op, ctx, plan, b0)
+    arm = _leader(ctx, [tirx.Evaluate(tma.mbarrier_arrive_expect_tx(tirx.address_of(b0),
+                                                                    plan.nbytes))])
+    ph = tirx.BufferLoad(phase, [0])
+    group_bar = device.barrier(ctx.barriers.of(ctx.group) if ctx.barriers else 0,
+                               ctx.group.count)
+    return seq([
+        tirx.AllocBuffer(bar, annotations={MBARRIER: [1]}),
+        tirx.AllocBuffer(phase, annotations={KERNEL_VAR: 0}),
+        tirx.Evaluate(group_bar), arm, issue,
+        tirx.Evaluate(tma.mbarrier_wait(tirx.address_of(b0), ph)),
+        tirx.BufferStore(phase, tirx.bitwise_xor(ph, 1), [0]),
+    ])

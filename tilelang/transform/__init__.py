@@ -3,6 +3,7 @@
 from .inject_pipeline import InjectSoftwarePipeline  # noqa: F401
 from .inject_thread_sync import InjectThreadSync  # noqa: F401
 from .layout_inference import LayoutInference  # noqa: F401
+from .lower_async_resources import LowerAsyncResources  # noqa: F401
 from .lower_kernel_launch import LowerKernelLaunch  # noqa: F401
 from .lower_parallel_loops import LowerParallelLoops  # noqa: F401
 from .lower_tile_ops import LowerTileOps  # noqa: F401

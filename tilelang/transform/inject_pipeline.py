@@ -29,16 +29,21 @@ import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
 
+import logging
+
 from ..engine.target import is_cpu
 from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
-from ..ops.copy import Copy
+from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from . import pipeline_schedule as schedule
 from .ir import map_nodes, StmtMutator, find_all, seq, substitute
+from . import pass_config
 from .passes import function_pass, target_of
-from .pipeline_protocol import CpAsyncProtocol
+from .pipeline_protocol import CpAsyncProtocol, MbarrierProtocol
+
+log = logging.getLogger("tilelang")
 
 _KEYS = set(PIPELINE_KEYS.values())
 SHARED = ("shared", "shared.dyn")
@@ -100,18 +105,47 @@ def _stage_accesses(node, remap: dict, stage):
 class _Pipeline(StmtMutator):
     """Rewrites the pipelined loops of one function; ``staged`` collects buffer remaps."""
 
-    def __init__(self, func_body, protocol=CpAsyncProtocol):
+    def __init__(self, func_body, target=None):
         self.func_body = func_body
-        self.protocol = protocol
+        self.target = target
+        self.config = pass_config.current()
         self.staged: dict[int, tuple] = {}  # old key -> (old, new)
         self.block: ThreadGroup | None = None
         self.group: ThreadGroup | None = None
+        self.tx = None
+        self.tiles = {}  # shared tile key -> annotations of its allocation
+        for a in find_all(func_body, tirx.AllocBuffer):
+            self.tiles.setdefault(_key(a.buffer), dict(a.annotations))
+
+    def protocol_for(self, s, stmts, sched):
+        """The mbarrier ring when every producer is a copy TMA can do (sm_90+), else cp.async
+        groups; returns (protocol class, TMA bytes per iteration)."""
+        if not tma_enabled(self.target, self.config):
+            return CpAsyncProtocol, 0
+        nbytes, why = 0, None
+        for i in sched.producers:
+            op = decode(stmts[i]) if _is_async_copy(stmts[i]) else None
+            if op is None:
+                why = f"statement {i} is not a global -> shared copy"
+                break
+            plan = tma_plan(op, self.target, self.config,
+                            self.tiles.get(_key(R.buffer_of(op.dst)), {}))
+            if not isinstance(plan, TmaPlan):
+                why = f"{R.describe(op.src)} -> {R.describe(op.dst)}: {plan}"
+                break
+            nbytes += plan.nbytes
+        if why is not None:
+            log.debug("T.Pipelined loop over %s: cp.async instead of TMA (%s)",
+                      s.loop_var.name, why)
+            return CpAsyncProtocol, 0
+        return MbarrierProtocol, nbytes
 
     def visit_AttrStmt(self, s):
         g = group_of(s)
         if s.attr_key == "thread_extent" and s.node.thread_tag == "threadIdx.x" and \
                 isinstance(s.value, tirx.IntImm):
             g = self.block = ThreadGroup(0, int(s.value))
+            self.tx = s.node.var
         if g is None:
             return self.generic(s)
         old, self.group = self.group, g
@@ -153,7 +187,13 @@ class _Pipeline(StmtMutator):
                 remap[_key(b)] = self.staged[_key(b)][1]
         group = self.group or self.block or ThreadGroup(0, 1)
         block = self.block or group
-        proto = self.protocol(n, group, BarrierIds(block).of(group))
+        kind, nbytes = self.protocol_for(s, stmts, sched)
+        if kind is MbarrierProtocol:
+            rank = group.rank(self.tx) if self.tx is not None else None
+            proto = MbarrierProtocol(n, group, BarrierIds(block).of(group), nbytes, rank,
+                                     name=f"{s.loop_var.name}_pipe")
+        else:
+            proto = CpAsyncProtocol(n, group, BarrierIds(block).of(group))
         v, lo, trip = s.loop_var, s.min, s.extent
         k = tirx.Var(v.name, str(v.ty))
         ahead = n - 1
@@ -161,30 +201,33 @@ class _Pipeline(StmtMutator):
         def produce(i, it, stage):
             st = _stage_accesses(stmts[i], remap, stage)
             st = substitute(st, {v: lo + it})
-            return proto.producer(st, _is_async_copy(stmts[i]))
+            return proto.producer(st, _is_async_copy(stmts[i]), stage)
 
-        prologue = []
+        first = sched.producers[0]
+        prologue = proto.allocations()
         for it in range(ahead):
             c = tirx.const(it, "int32")
-            group_stmts = proto.acquire(c, c) + [produce(i, c, c) for i in sched.producers]
+            slot = proto.slot(c)
+            group_stmts = proto.acquire(c, slot) + [produce(i, c, slot) for i in sched.producers]
             prologue.append(tirx.IfThenElse(c < trip, seq(group_stmts), None))
-            prologue += proto.produced(c, c)
-        stage_k = tirx.floormod(k, n)
+            prologue += proto.produced(c, slot)
+        stage_k = proto.slot(k)
         steady = proto.ready(k, stage_k)
         it = k + ahead
         for p, i in enumerate(sched.order):
             if sched.is_producer(i):
-                stage_it = tirx.floormod(it, n)
-                steady.append(tirx.IfThenElse(it < trip, seq(proto.acquire(it, stage_it) +
+                stage_it = proto.slot(it)
+                acquire = proto.acquire(it, stage_it) if i == first else []
+                steady.append(tirx.IfThenElse(it < trip, seq(acquire +
                                                             [produce(i, it, stage_it)]), None))
             else:
                 st = _stage_accesses(stmts[i], remap, stage_k)
                 steady.append(substitute(st, {v: lo + k}))
             if p == sched.last_producer_position:
-                steady += proto.produced(it, tirx.floormod(it, n))
+                steady += proto.produced(it, proto.slot(it))
         steady += proto.release(k, stage_k)
         loop = tirx.For(k, tirx.const(0, "int32"), trip, tirx.ForKind.SERIAL, seq(steady))
-        return seq(prologue + [loop] + proto.drain())
+        return seq(prologue + [loop] + proto.drain(trip))
 
 
 def _without(root, loop):
@@ -234,7 +277,7 @@ class _Restage(StmtMutator):
 def InjectSoftwarePipeline(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func.with_body(_Strip()(func.body))
-    p = _Pipeline(func.body)
+    p = _Pipeline(func.body, target_of(func))
     body = p(func.body)
     if p.staged:
         body = _Restage(p.staged)(body)

@@ -23,6 +23,9 @@ from .passes import at_source, function_pass, target_of
 
 # Marks a copy that a pipelined loop issues ahead (cp.async where the copy allows it).
 ASYNC_COPY = "tl.async_copy"
+# Marks a copy that a pipelined loop issues as TMA loads completing on the mbarrier element
+# that is the attribute's value.
+TMA_PRODUCER = "tl.tma_producer"
 
 
 class _Lower(StmtMutator):
@@ -44,6 +47,7 @@ class _Lower(StmtMutator):
             self.ctx.layouts[s.buffer.__chandle__()] = codec.decode(s.annotations["tl.layout"])
         if "tl.swizzle" in s.annotations:
             self.ctx.swizzled.add(s.buffer.__chandle__())
+        self.ctx.tile_annotations[s.buffer.__chandle__()] = dict(s.annotations)
         return s
 
     def visit_AttrStmt(self, s):
@@ -51,6 +55,11 @@ class _Lower(StmtMutator):
             old, self.ctx.async_copy = self.ctx.async_copy, True
             out = self(s.body)
             self.ctx.async_copy = old
+            return out
+        if s.attr_key == TMA_PRODUCER:  # the value: the barrier element the loads complete on
+            old, self.ctx.tma_barrier = self.ctx.tma_barrier, s.value
+            out = self(s.body)
+            self.ctx.tma_barrier = old
             return out
         group = group_of(s)
         if group is not None:  # a T.ws region: its ops run on the group's threads

@@ -16,7 +16,8 @@ group per iteration; ``ready`` waits until at most ``n - 2`` groups are in fligh
 synchronizes the loop's thread group, which both publishes stage ``k`` and ends every read
 of the stage the producers overwrite next (so ``acquire`` and ``release`` need nothing).  An
 mbarrier ring (``full[s]`` when a stage's bytes have landed, ``empty[s]`` when its consumers
-are done, waits on the parity ``(it // n) % 2``) fits the same interface.
+are done, waits on the parity ``(it // n) % 2``) fits the same interface: that is
+:class:`MbarrierProtocol`, for producers that are TMA copies.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 from tvm import tirx
 
 from ..device import sm80 as device
+from ..device import tma
 from ..device.thread_group import ThreadGroup
-from .lower_tile_ops import ASYNC_COPY
+from ..ops.copy import KERNEL_VAR, MBARRIER
+from .lower_tile_ops import ASYNC_COPY, TMA_PRODUCER
 
 
 def _stmt(call) -> tirx.Stmt:
@@ -38,8 +41,19 @@ class Protocol:
     def __init__(self, num_stages: int, group: ThreadGroup, barrier_id: int):
         self.n, self.group, self.barrier_id = num_stages, group, barrier_id
 
-    def producer(self, stmt: tirx.Stmt, asynchronous: bool) -> tirx.Stmt:
-        """How a producer statement is issued (``asynchronous``: it may complete later)."""
+    def allocations(self) -> list:
+        """Statements that declare the protocol's own state (placed before the loop)."""
+        return []
+
+    def slot(self, it):
+        """The ring slot (stage buffer) of iteration ``it``."""
+        if isinstance(it, tirx.IntImm):
+            return tirx.const(int(it.value) % self.n, it.ty)
+        return tirx.floormod(it, self.n)
+
+    def producer(self, stmt: tirx.Stmt, asynchronous: bool, slot=None) -> tirx.Stmt:
+        """How a producer statement is issued (``asynchronous``: it may complete later) into
+        ``slot``."""
         return stmt
 
     def acquire(self, it, stage) -> list:
@@ -54,7 +68,7 @@ class Protocol:
     def release(self, k, stage) -> list:
         return []
 
-    def drain(self) -> list:
+    def drain(self, trip=None) -> list:
         return []
 
     def group_barrier(self) -> tirx.Stmt:
@@ -64,7 +78,7 @@ class Protocol:
 class CpAsyncProtocol(Protocol):
     """cp.async commit groups with waits, and one barrier of the loop's group per iteration."""
 
-    def producer(self, stmt, asynchronous):
+    def producer(self, stmt, asynchronous, slot=None):
         if not asynchronous:
             return stmt
         return tirx.AttrStmt(tirx.const(0, "int32"), ASYNC_COPY, tirx.const(1, "int32"), stmt)
@@ -75,5 +89,74 @@ class CpAsyncProtocol(Protocol):
     def ready(self, k, stage):
         return [_stmt(device.cp_async_wait(self.n - 2)), self.group_barrier()]
 
-    def drain(self):
+    def drain(self, trip=None):
         return [_stmt(device.cp_async_wait(0)), self.group_barrier()]
+
+
+class MbarrierProtocol(Protocol):
+    """A ring of ``n`` slots guarded by mbarriers, for producers that are TMA copies.
+
+    ``full[s]`` (arrive count 1): the group's first thread arms it with ``arrive.expect_tx``
+    of the ``nbytes`` the iteration's TMA loads bring, then issues them; the phase completes
+    when they have landed.  ``empty[s]`` (arrive count: the group's threads): every thread
+    arrives after consuming the slot.  Iteration ``g`` of the ring (counted over every run
+    of the loop: ``g = base + it``, ``base`` a per-thread variable advanced by the trip count
+    after each run) uses slot ``g % n``; consumers wait on ``full`` with parity
+    ``(g // n) & 1``, the producer waits on ``empty`` with the parity of the slot's previous
+    round, ``((g // n) & 1) ^ 1``, which returns at once for a slot never used.  Trip counts
+    smaller than ``n`` and dynamic ones need nothing more: a slot is armed only for an
+    iteration that is issued, and only issued iterations are waited for."""
+
+    def __init__(self, num_stages: int, group: ThreadGroup, barrier_id: int, nbytes: int,
+                 rank=None, name: str = "pipe"):
+        super().__init__(num_stages, group, barrier_id)
+        n = num_stages
+        self.nbytes, self.rank = int(nbytes), rank
+        self.full = tirx.decl_buffer([n], "uint64", f"{name}_full", scope="shared.dyn")
+        self.empty = tirx.decl_buffer([n], "uint64", f"{name}_empty", scope="shared.dyn")
+        self.base = tirx.decl_buffer([1], "int32", f"{name}_base", scope="local")
+
+    @property
+    def arrive_counts(self) -> tuple[list, list]:
+        """(full, empty) arrive counts, one per slot."""
+        return [1] * self.n, [self.group.count] * self.n
+
+    def allocations(self):
+        full, empty = self.arrive_counts
+        return [tirx.AllocBuffer(self.full, annotations={MBARRIER: full}),
+                tirx.AllocBuffer(self.empty, annotations={MBARRIER: empty}),
+                tirx.AllocBuffer(self.base, annotations={KERNEL_VAR: 0})]
+
+    def _g(self, it):
+        return tirx.BufferLoad(self.base, [0]) + it
+
+    def slot(self, it):
+        return tirx.floormod(self._g(it), self.n)
+
+    def _addr(self, buf, slot):
+        return tirx.address_of(tirx.BufferLoad(buf, [slot]))
+
+    def _parity(self, it):
+        return tirx.bitwise_and(tirx.floordiv(self._g(it), self.n), 1)
+
+    def producer(self, stmt, asynchronous, slot=None):
+        return tirx.AttrStmt(tirx.const(0, "int32"), TMA_PRODUCER,
+                             tirx.BufferLoad(self.full, [slot]), stmt)
+
+    def acquire(self, it, slot):
+        rank = self.rank if self.rank is not None else tirx.const(0, "int32")
+        return [tirx.IfThenElse(rank == 0, tirx.SeqStmt([
+            _stmt(tma.mbarrier_wait(self._addr(self.empty, slot),
+                                    tirx.bitwise_xor(self._parity(it), 1))),
+            _stmt(tma.mbarrier_arrive_expect_tx(self._addr(self.full, slot), self.nbytes)),
+        ]), None)]
+
+    def ready(self, k, slot):
+        return [_stmt(tma.mbarrier_wait(self._addr(self.full, slot), self._parity(k)))]
+
+    def release(self, k, slot):
+        return [_stmt(tma.mbarrier_arrive(self._addr(self.empty, slot)))]
+
+    def drain(self, trip=None):
+        base = tirx.BufferLoad(self.base, [0])
+        return [tirx.BufferStore(self.base, base + trip, [0])]

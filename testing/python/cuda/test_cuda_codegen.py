@@ -37,7 +37,8 @@ def test_pipelined_gemm_uses_cp_async_ldmatrix_mma(arch):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_unpipelined_gemm_has_no_cp_async(arch):
     _, ptx = ptx_of(matmul(256, 256, 256, 128, 128, 32, num_stages=1), [2], arch)
-    assert "cp.async" not in ptx and "mma.sync" in ptx
+    # (on sm_90a a copy may still be a synchronous TMA load: cp.async.bulk.tensor)
+    assert "cp.async.cg" not in ptx and "cp.async.ca" not in ptx and "mma.sync" in ptx
 
 
 @pytest.mark.parametrize("dtype,instr", [("bfloat16", "m16n8k16.row.col.f32.bf16.bf16.f32"),

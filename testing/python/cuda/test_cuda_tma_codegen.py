@@ -75,3 +75,27 @@ def test_tma_effects():
     assert effect_of(tma.mbarrier_wait(z, 0)).waits == Mechanism.MBARRIER
     assert effect_of(tma.mbarrier_arrive(z)).commits == Mechanism.MBARRIER
     assert effect_of(tma.tma_store_wait(1)).pending_arg == 0
+
+
+def test_pipelined_gemm_uses_tma_and_mbarrier_ring():
+    import os
+    import sys
+
+    import tilelang
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from programs import matmul
+
+    k = tilelang.compile(matmul(512, 512, 512, 128, 64, 64, num_stages=3), out_idx=[2],
+                         target="cuda -arch=sm_90a")
+    src = k.get_kernel_source()
+    assert src.count("const __grid_constant__ CUtensorMap") == 2
+    ptx = k.get_ptx()  # the default compiler choice
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+    assert "mbarrier.try_wait.parity" in ptx and "mbarrier.arrive.expect_tx" in ptx
+    assert "cp.async.cg" not in ptx and ".local" not in ptx
+    # with TMA lowering off, the same program is the sm80-class cp.async pipeline
+    k = tilelang.compile(matmul(512, 512, 512, 128, 64, 64, num_stages=3), out_idx=[2],
+                         target="cuda -arch=sm_90a", pass_configs={"tl.disable_tma_lower": True})
+    ptx = k.get_ptx()
+    assert "cp.async.cg" in ptx and "cp.async.bulk" not in ptx and "mbarrier" not in ptx

@@ -1,0 +1,137 @@
+"""TMA copies and the mbarrier ring of ``T.Pipelined`` on sm_90a, at pass level: barrier
+counts, arrive counts and expect_tx bytes per stage, tensor maps, fallbacks with reasons."""
+
+import logging
+import sys
+import os
+
+import pytest
+import tvm
+from tvm import tirx
+
+import tilelang
+import tilelang.language as T
+from tilelang.device import effects
+from tilelang.transform.ir import find_all
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from programs import matmul  # noqa: E402
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def calls(func, name):
+    return find_all(func.body, tvm.ir.Call,
+                    lambda c: isinstance(c.op, tvm.ir.Op) and c.op.name == f"tl.device.{name}")
+
+
+def lowered(prog, target=SM90, **cfg):
+    mod = tilelang.lower(prog, target=target, stage="tile", pass_configs=cfg or None)
+    return mod[mod.get_global_vars()[0]]
+
+
+def ring_summary(func):
+    """Printed per stage: the barriers' arrive counts and the bytes each stage expects."""
+    inits = [int(c.args[1]) for c in calls(func, "mbarrier_init")]
+    tx = sorted({int(c.args[1]) for c in calls(func, "mbarrier_arrive_expect_tx")})
+    maps = find_all(func.body, tvm.ir.Call,
+                    lambda c: isinstance(c.op, tvm.ir.Op) and
+                    c.op.name == "tirx.tensormap_encode_tiled")
+    print(f"barriers: {len(inits)}, arrive counts {inits}, expect_tx bytes {tx}, "
+          f"tensor maps {len(maps)}")
+    return inits, tx, maps
+
+
+def test_gemm_ring_barriers_arrive_counts_and_expect_tx():
+    f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3))
+    inits, tx, maps = ring_summary(f)
+    # 3 full barriers (one arrival: the issuing thread's arrive.expect_tx) and 3 empty
+    # barriers (the 128 consumer threads)
+    assert inits == [1, 1, 1, 128, 128, 128]
+    # every stage brings a 128x64 and a 64x64 fp16 tile
+    assert tx == [(128 * 64 + 64 * 64) * 2]
+    # A and B: one tensor map each, 128-byte swizzle (the tiles' 128-byte rows), box = tile
+    assert len(maps) == 2
+    assert all(m.attrs.swizzle == 3 for m in maps)
+    boxes = sorted(tuple(int(x) for x in m.args[5:7]) for m in maps)
+    assert boxes == [(64, 64), (64, 128)]
+    assert not calls(f, "cp_async") and len(calls(f, "tma_load")) == 6
+    # consumers wait on full, release on empty; the issuing thread waits on empty
+    assert len(calls(f, "mbarrier_arrive")) == 1 and len(calls(f, "mbarrier_wait")) == 4
+
+
+def test_ring_parities_and_guards():
+    text = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3)).script()
+    # slot and parity of iteration g = base + k: consumers wait on (g // 3) & 1, the producer on
+    # the previous round's parity of its slot
+    assert "T.device_mbarrier_wait(T.address_of(k_pipe_full[(k_pipe_base + k) % 3]), " \
+           "(k_pipe_base + k) // 3 & 1)" in text
+    assert "k_pipe_empty[(k_pipe_base + (k + 2)) % 3]), (k_pipe_base + (k + 2)) // 3 & 1 ^ 1)" \
+        in text
+    assert "if k + 2 < 8:" in text and "k_pipe_base = k_pipe_base + 8" in text
+
+
+@pytest.mark.parametrize("K", [64, 128])
+def test_trip_counts_smaller_than_stages(K):
+    f = lowered(matmul(256, 256, K, 128, 64, 64, num_stages=3))
+    inits, tx, _ = ring_summary(f)
+    assert inits == [1, 1, 1, 128, 128, 128] and tx == [24576]
+    text = f.script()
+    trip = K // 64
+    assert f"for k in range({trip}):" in text
+    # the prologue's second iteration is issued only when it exists
+    assert ("T.bool(False)" in text) == (trip == 1)
+
+
+def test_dynamic_trip_count_uses_tma():
+    K = T.dynamic("K")
+    f = lowered(matmul(256, 256, K, 64, 64, 64, tA=True, num_stages=3))
+    inits, tx, maps = ring_summary(f)
+    assert inits == [1, 1, 1, 128, 128, 128] and tx == [2 * 64 * 64 * 2]
+    assert "T.ceildiv(K, 64)" in f.script() or "K + 63" in f.script()
+
+
+def test_fallbacks_say_why(caplog):
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    # rows of 256 bytes in the sm80 swizzle: no TMA swizzle produces that layout
+    f = lowered(matmul(512, 512, 512, 128, 128, 32, num_stages=3))
+    assert calls(f, "cp_async") and not calls(f, "tma_load")
+    assert "no swizzle_bytes" in caplog.text
+    # a row stride that is not a multiple of 16 bytes
+    caplog.clear()
+    f = lowered(matmul(512, 512, 100, 128, 64, 64, num_stages=3))
+    assert not calls(f, "tma_load") and "not a proven multiple of 16 bytes" in caplog.text
+
+
+def test_disable_tma():
+    f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3), **{"tl.disable_tma_lower": True})
+    assert calls(f, "cp_async") and not calls(f, "tma_load") and not calls(f, "mbarrier_init")
+    f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3), target="cuda -arch=sm_80")
+    assert calls(f, "cp_async") and not calls(f, "tma_load")
+
+    @T.prim_func
+    def k(A: T.Tensor((256, 64), "float16"), B: T.Tensor((256, 64), "float16")):
+        with T.Kernel(4, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            T.copy(A[bx * 64, 0], S, disable_tma=True)
+            T.copy(S, B[bx * 64, 0])
+
+    assert not calls(lowered(k), "tma_load")
+
+
+def test_copy_outside_pipeline_is_synchronous_tma():
+    @T.prim_func
+    def k(A: T.Tensor((200, 64), "float16"), B: T.Tensor((200, 64), "float16")):
+        with T.Kernel(4, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            T.copy(A[bx * 64, 0], S)
+            T.copy(S, B[bx * 64, 0])
+
+    f = lowered(k)
+    inits, tx, maps = ring_summary(f)
+    assert inits == [1] and tx == [64 * 64 * 2] and len(maps) == 1
+    # the ragged last block reads rows 192..255 of 200: the hardware zero-fills, no guard
+    (load,) = calls(f, "tma_load")
+    (wait,) = calls(f, "mbarrier_wait")
+    assert "S_tma_phase = S_tma_phase ^ 1" in f.script()
+    assert effects.effect_of(load).completes_on == effects.Mechanism.MBARRIER
