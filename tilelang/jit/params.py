@@ -62,8 +62,39 @@ def fmt(shape: Sequence) -> str:
     return "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
 
 
+def _expectation(k: int, param) -> tuple:
+    """What a call's fast path compares the ``k``-th input against, computed once per kernel:
+    ``(k, is_tensor, torch dtype, static shape, scalar kind, low, high, param)``.  An argument
+    the fast path does not accept takes the full check, which raises the precise error (or
+    accepts what the fast path leaves to it: numpy arrays, numpy scalars, ...)."""
+    if isinstance(param, TensorParam):
+        shape = None  # no torch.Size equals None: size variables always take the full check
+        if all(isinstance(s, int) for s in param.shape) and \
+                _product(param.shape) <= param.max_elements:
+            shape = tuple(param.shape)
+        return (k, True, param.torch_dtype, shape, None, None, None, param)
+    kind = lo = hi = None
+    if param.dtype == "bool":
+        kind = "bool"
+    elif param.dtype.startswith(("int", "uint")):
+        info = np.iinfo(param.dtype)
+        kind, lo, hi = "int", int(info.min), int(info.max)
+    else:
+        try:
+            fmax = _float_max(param.dtype)
+            kind, lo, hi = "float", -fmax, fmax
+        except (TypeError, ValueError, AttributeError):  # no known range: full check only
+            pass
+    return (k, False, None, None, kind, lo, hi, param)
+
+
 class ArgumentBinder:
-    """Checks the inputs of a call, binds size variables, allocates the outputs."""
+    """Checks the inputs of a call, binds size variables, allocates the outputs.
+
+    Every check (type, dtype, rank, shape, size-variable agreement and range, element count,
+    device, contiguity, scalar ranges) runs on every call; what each parameter expects is
+    computed once here, so that a call which passes them costs a few comparisons per argument.
+    """
 
     def __init__(self, kernel_name: str, params: list, out_idx: list[int], device_type: str):
         self.kernel_name = kernel_name
@@ -71,6 +102,9 @@ class ArgumentBinder:
         self.out_idx = out_idx
         self.inputs = [i for i in range(len(params)) if i not in out_idx]
         self.device_type = device_type
+        if len(set(out_idx)) != len(out_idx):
+            twice = next(params[i].name for i in out_idx if out_idx.count(i) > 1)
+            raise KernelArgumentError(f"{kernel_name}: out_idx names parameter {twice!r} twice")
         for i in out_idx:
             p = params[i]
             if not isinstance(p, TensorParam):
@@ -88,41 +122,75 @@ class ArgumentBinder:
                     raise KernelArgumentError(
                         f"{kernel_name}: size {s!r} of output {params[i].name!r} appears in no "
                         "input tensor, so it cannot be bound at call time")
+        self._plan = [_expectation(k, params[i]) for k, i in enumerate(self.inputs)]
+        self._outputs = [(params[i].torch_dtype, tuple(params[i].shape),
+                          all(isinstance(s, int) for s in params[i].shape)) for i in out_idx]
+        # where each output goes among the arguments, inserted in ascending position
+        self._insert = sorted((i, j) for j, i in enumerate(out_idx))
+        self._cuda = device_type == "cuda"
+        self._devices: dict[int, torch.device] = {}  # get_device() index -> torch.device
 
     def bind(self, args: Sequence) -> tuple[list, list, bool]:
         """All arguments in parameter order, the outputs, and whether inputs were numpy."""
-        if len(args) != len(self.inputs):
+        if len(args) != len(self._plan):
             names = ", ".join(self.params[i].name for i in self.inputs)
             raise KernelArgumentError(
                 f"{self.kernel_name} takes {len(self.inputs)} arguments ({names}), got {len(args)}")
-        full: list = [None] * len(self.params)
+        values = None  # a copy of args, made when an argument is converted
         sizes: dict[str, int] = {}
         was_numpy = False
-        device = None
-        for i, a in zip(self.inputs, args):
-            p = self.params[i]
-            if isinstance(p, ScalarParam):
-                full[i] = self._scalar(p, a)
+        cuda = self._cuda
+        index = None  # the device index (get_device()) of the tensors seen so far
+        for (k, tensor, dtype, shape, kind, lo, hi, p), a in zip(self._plan, args):
+            if tensor:
+                if not (isinstance(a, _Tensor) and a.dtype is dtype and a.shape == shape
+                        and (a.is_cuda if cuda else a.is_cpu) and a.is_contiguous()):
+                    if isinstance(a, np.ndarray):
+                        was_numpy = True
+                        a = self._numpy(p, a)
+                        if values is None:
+                            values = list(args)
+                        values[k] = a
+                    self._check_tensor(p, a, sizes)
+                if cuda:
+                    d = a.get_device()
+                    if index is None:
+                        index = d
+                    elif d != index:
+                        raise KernelArgumentError(
+                            f"{self.kernel_name}: parameter {p.name!r} is on {a.device}, but "
+                            f"earlier arguments are on cuda:{index}; all tensors must be on one "
+                            "device")
                 continue
-            if isinstance(a, np.ndarray):
-                was_numpy = True
-                a = self._numpy(p, a)
-            self._check_tensor(p, a, sizes)
-            if device is not None and a.device != device:
-                raise KernelArgumentError(
-                    f"{self.kernel_name}: parameter {p.name!r} is on {a.device}, but earlier "
-                    f"arguments are on {device}; all tensors must be on one device")
-            device = device or a.device
-            full[i] = a
+            t = type(a)
+            if not ((t is int and kind == "int" and lo <= a <= hi and a < _INT64_LIMIT)
+                    or (t is float and kind == "float" and lo <= a <= hi)
+                    or (t is bool and kind == "bool")):
+                if values is None:
+                    values = list(args)
+                values[k] = self._scalar(p, a)
+        full = list(args) if values is None else values
         outs = []
-        for i in self.out_idx:
-            p = self.params[i]
-            shape = [s if isinstance(s, int) else sizes[s] for s in p.shape]
-            dev = device if device is not None else torch.device(self.device_type)
-            t = torch.empty(shape, dtype=p.torch_dtype, device=dev)
-            full[i] = t
-            outs.append(t)
+        device = self._device(index)
+        for dtype, shape, static in self._outputs:
+            if not static:
+                shape = [s if isinstance(s, int) else sizes[s] for s in shape]
+            outs.append(torch.empty(shape, dtype=dtype, device=device))
+        for pos, j in self._insert:
+            full.insert(pos, outs[j])
         return full, outs, was_numpy
+
+    def _device(self, index: int | None) -> torch.device:
+        """The device outputs are allocated on: the inputs' (``get_device()`` index), else the
+        kernel's device type (the current CUDA device)."""
+        device = self._devices.get(index)
+        if device is None:
+            if index is None or index < 0:
+                device = torch.device(self.device_type)
+            else:
+                device = torch.device(self.device_type, index)
+            self._devices[index] = device
+        return device
 
     def _scalar(self, p: ScalarParam, a: Any):
         """The value passed for scalar ``p``: ``a`` if the parameter's type holds it exactly (an
@@ -227,6 +295,17 @@ class ArgumentBinder:
         if not t.is_contiguous():
             raise KernelArgumentError(f"{name}: parameter {p.name!r} must be contiguous "
                                       f"(row-major); got strides {t.stride()}; call .contiguous()")
+
+
+_Tensor = torch.Tensor
+_INT64_LIMIT = 2**63  # the packed API carries integers as int64 (see ``_scalar``)
+
+
+def _product(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def _numpy_dtype(dtype: str) -> np.dtype:

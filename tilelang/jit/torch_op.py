@@ -98,7 +98,15 @@ def register(kernel) -> Any:
     return op
 
 
-@torch._dynamo.assume_constant_result
+def _assume_constant_result(fn):
+    """``torch.compiler.assume_constant_result`` without importing ``torch._dynamo`` (over a
+    second, which ``import tilelang`` would pay): that decorator only sets this mark, which
+    Dynamo reads when it traces a call (a test checks that the two agree)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@_assume_constant_result
 def _registered_name(name: str) -> str:
     """Run by ``torch.compile`` while it traces (not traced itself): registers the operator of
     the kernel named ``name``.  It takes the name, a constant that Dynamo guards on, so a

@@ -188,3 +188,54 @@ def test_read_only_numpy_array_is_refused():
     a.flags.writeable = False
     with pytest.raises(KernelArgumentError, match=r"parameter 'A' is a read-only numpy array"):
         k(a, np.zeros((32, 8), np.float32))
+
+
+def test_fast_path_keeps_every_check(kernel):
+    """A call whose argument differs from a good one in one respect only is refused: the
+    checks computed at kernel creation cover dtype, shape, rank, device and layout."""
+    good = torch.randn(32, 8)
+    torch.testing.assert_close(kernel(good), good + 1)
+    torch.testing.assert_close(kernel(torch.nn.Parameter(good)), good + 1)  # a Tensor subclass
+    for bad, message in [(good.double(), "dtype"), (good[:, :4].contiguous(), "shape"),
+                         (torch.randn(8, 32).T, "contiguous"), (good.reshape(256), "dims"),
+                         (good.to("meta"), "device"), (good.numpy().tolist(), "torch.Tensor")]:
+        with pytest.raises(KernelArgumentError, match=message):
+            kernel(bad)
+
+
+def test_float_scalar_overflow_refused_on_the_fast_path(scalars):
+    with pytest.raises(KernelArgumentError, match=r"parameter 'h' expects a float16"):
+        call_scalars(scalars, h=70000.0)  # a Python float, not an int
+    assert call_scalars(scalars, h=65504.0)[3] == 65504.0
+    assert np.isnan(call_scalars(scalars, h=float("nan"))[3])
+
+
+def scale_into(n=16):
+    @T.prim_func
+    def main(C: T.Tensor((n,), "float32"), A: T.Tensor((n,), "float32"), k: T.float32,
+             D: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=n) as _:
+            for i in T.Parallel(n):
+                C[i] = A[i] * k
+                D[i] = i
+
+    return main
+
+
+@pytest.mark.parametrize("out_idx", [[0], [3, 0], [0, 3]])
+def test_outputs_anywhere_among_the_parameters(out_idx):
+    """Outputs are placed at their parameter positions and returned in out_idx order."""
+    k = tilelang.compile(scale_into(), out_idx=out_idx, target="cpu")
+    a = torch.arange(16, dtype=torch.float32)
+    ins = [a, 2.0] if out_idx != [0] else [a, 2.0, torch.zeros(16, dtype=torch.int32)]
+    outs = k(*ins)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    want = {0: a * 2, 3: torch.arange(16, dtype=torch.int32)}
+    assert len(outs) == len(out_idx)
+    for i, o in zip(out_idx, outs):
+        torch.testing.assert_close(o, want[i])
+
+
+def test_out_idx_twice_is_refused():
+    with pytest.raises(KernelArgumentError, match=r"out_idx names parameter 'C' twice"):
+        tilelang.compile(scale_into(), out_idx=[0, -4], target="cpu")
