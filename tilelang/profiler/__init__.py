@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 import torch
 
 from ..utils.tensor import TensorSupplyType, as_list, compare, make_tensor
+from .timing import bench, do_bench
 
 
 class Profiler:
@@ -65,69 +65,16 @@ class Profiler:
                  n_warmup: int = 1, n_repeat: int = 1, backend: str = "event",
                  quantiles: list | None = None, input_tensors: list | None = None,
                  return_mode: str = "mean") -> float | list:
-        """Milliseconds per call of ``func`` (default: the kernel), measured for about ``rep``
-        ms after ``warmup`` ms; ``quantiles`` returns those quantiles instead."""
+        """Milliseconds per call of ``func`` (default: the kernel) on generated inputs (or
+        ``input_tensors``), timed by :func:`do_bench` with ``backend`` on the GPU and with
+        ``perf_counter`` on the CPU; ``quantiles`` returns those quantiles instead."""
         ins = input_tensors if input_tensors is not None else self._inputs()
         fn = func or self.kernel
-        return bench(lambda: fn(*ins), warmup=warmup, rep=rep, quantiles=quantiles,
-                     cuda=self.device.type == "cuda", return_mode=return_mode)
+        call = lambda: fn(*ins)  # noqa: E731
+        if self.device.type == "cuda":
+            return do_bench(call, warmup, rep, quantiles=quantiles, backend=backend,
+                            return_mode=return_mode)
+        return bench(call, warmup, rep, quantiles=quantiles, return_mode=return_mode)
 
 
-def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100,
-          quantiles: list | None = None, cuda: bool = False, return_mode: str = "mean"):
-    """Time ``fn``: CUDA events on the GPU, ``perf_counter`` on the CPU; milliseconds."""
-    if cuda:
-        return _bench_cuda(fn, warmup, rep, quantiles, return_mode)
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    est = max(1e-6, time.perf_counter() - t0) * 1e3
-    for _ in range(max(1, int(warmup / est))):
-        fn()
-    times = []
-    for _ in range(max(1, int(rep / est))):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return _summary(times, quantiles, return_mode)
-
-
-def _bench_cuda(fn, warmup, rep, quantiles, return_mode):
-    fn()
-    torch.cuda.synchronize()
-    cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int, device="cuda")
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        cache.zero_()
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    est = max(1e-4, start.elapsed_time(end) / 5)
-    n_warm, n_rep = max(1, int(warmup / est)), max(1, int(rep / est))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    for _ in range(n_warm):
-        fn()
-    for i in range(n_rep):
-        cache.zero_()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return _summary([s.elapsed_time(e) for s, e in zip(starts, ends)], quantiles, return_mode)
-
-
-def _summary(times: list, quantiles, return_mode: str):
-    t = torch.tensor(times, dtype=torch.float64)
-    if quantiles is not None:
-        q = torch.quantile(t, torch.tensor(quantiles, dtype=torch.float64)).tolist()
-        return q[0] if len(q) == 1 else q
-    if return_mode == "median":
-        return float(t.median())
-    if return_mode == "min":
-        return float(t.min())
-    return float(t.mean())
-
-
-__all__ = ["Profiler", "bench"]
+__all__ = ["Profiler", "bench", "do_bench"]

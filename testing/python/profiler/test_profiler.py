@@ -52,3 +52,75 @@ def test_supply_types():
     k = tilelang.compile(double(), out_idx=[1], target="cpu")
     p = k.get_profiler(tilelang.TensorSupplyType.One)
     torch.testing.assert_close(p.run_once(), torch.full((64,), 2.0))
+
+
+def test_do_bench_is_a_module_function_with_the_public_signature():
+    import inspect
+
+    from tilelang.profiler import do_bench
+
+    params = inspect.signature(do_bench).parameters
+    assert list(params) == ["fn", "warmup", "rep", "_n_warmup", "_n_repeat", "quantiles",
+                            "fast_flush", "backend", "return_mode"]
+    calls = []
+    ms = do_bench(lambda: calls.append(1), _n_warmup=3, _n_repeat=7)
+    assert ms >= 0 and len(calls) == 2 + 3 + 7  # two estimate calls, then the given counts
+
+
+def test_counts_fill_the_time_budget():
+    from tilelang.profiler.timing import counts
+
+    assert counts(0.5, warmup=25, rep=100) == (50, 200)
+    assert counts(1000.0, warmup=25, rep=100) == (1, 1)  # at least one call each
+    assert counts(0.5, 25, 100, n_warmup=2, n_repeat=9) == (2, 9)
+
+
+def test_summarize_modes_and_quantiles():
+    from tilelang.profiler.timing import summarize
+
+    times = [4.0, 1.0, 3.0, 2.0, 10.0]
+    assert summarize(times) == 4.0
+    assert summarize(times, return_mode="median") == 3.0
+    assert summarize(times, return_mode="min") == 1.0
+    assert summarize(times, return_mode="max") == 10.0
+    assert summarize(times, quantiles=[0.5]) == 3.0
+    assert summarize(times, quantiles=[0.0, 1.0]) == [1.0, 10.0]
+
+
+def test_do_bench_refuses_unknown_backend_and_mode():
+    from tilelang.profiler import do_bench
+
+    with pytest.raises(ValueError, match="backend"):
+        do_bench(lambda: None, backend="cupti-ish")
+    with pytest.raises(ValueError, match="return_mode"):
+        do_bench(lambda: None, return_mode="average")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["event", "cudagraph"])
+def test_do_bench_cuda_backends_time_a_kernel(backend):
+    """Both backends time a CUDA kernel, agree with each other within a factor (the graph has
+    no launch cost and a warm L2), and the graph replays really run the kernel."""
+    from tilelang.profiler import do_bench
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    N = 1 << 22
+
+    @T.prim_func
+    def twice(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32")):
+        with T.Kernel(N // 256, threads=256) as bx:
+            for i in T.Parallel(256):
+                Y[bx * 256 + i] = X[bx * 256 + i] * 2
+
+    k = tilelang.compile(twice, out_idx=[1])
+    x = torch.randn(N, device="cuda")
+    y = torch.empty(N, device="cuda")
+
+    def into_y():
+        y.copy_(k(x))
+
+    ms = do_bench(into_y, backend=backend, rep=20)
+    torch.testing.assert_close(y, x * 2)
+    ref = do_bench(into_y, backend="event", rep=20)
+    assert 0 < ms < 100 and 0.1 < ms / ref < 10

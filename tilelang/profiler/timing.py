@@ -1,0 +1,145 @@
+"""Timing a callable: ``do_bench`` (the public TileLang/Triton signature) and ``bench``.
+
+On the GPU a call is timed with CUDA events, and the L2 cache is flushed before every timed call
+by zeroing a buffer larger than it (256 MB), so that each call reads its inputs from memory as
+it would in a model; ``backend="cudagraph"`` instead captures many calls in one CUDA graph and
+times its replays (no per-call launch cost, and no flush: L2 stays warm between calls).  Where
+no GPU is visible ``do_bench`` times with ``time.perf_counter``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+FLUSH_BYTES = 256 * 1024 * 1024  # larger than the L2 cache of any current GPU (H200: 50 MB)
+BACKENDS = ("event", "cudagraph")
+RETURN_MODES = ("mean", "median", "min", "max")
+
+
+def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, _n_warmup: int = 0,
+             _n_repeat: int = 0, quantiles: Sequence[float] | None = None,
+             fast_flush: bool = True, backend: str = "event",
+             return_mode: str = "mean") -> float | list[float]:
+    """Milliseconds per call of ``fn``: warmed up for about ``warmup`` ms, then timed over
+    about ``rep`` ms of calls (``_n_warmup`` / ``_n_repeat``, when positive, set the counts
+    instead).  Returns the ``return_mode`` of the per-call times, or their ``quantiles``.
+    ``fast_flush`` flushes L2 with one memset of an int32 buffer (else a byte buffer)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if return_mode not in RETURN_MODES:
+        raise ValueError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    if not torch.cuda.is_available():
+        return _bench_cpu(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, return_mode)
+    if backend == "cudagraph":
+        return _bench_cudagraph(fn, rep, _n_repeat, quantiles, return_mode)
+    return _bench_event(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, fast_flush,
+                        return_mode)
+
+
+def bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100,
+          quantiles: Sequence[float] | None = None, cuda: bool = False,
+          return_mode: str = "mean") -> float | list[float]:
+    """Time ``fn`` on the device it runs on: ``do_bench`` (CUDA events, L2 flushed) when
+    ``cuda``, else ``perf_counter``; milliseconds."""
+    if cuda:
+        return do_bench(fn, warmup, rep, quantiles=quantiles, return_mode=return_mode)
+    return _bench_cpu(fn, warmup, rep, 0, 0, quantiles, return_mode)
+
+
+def counts(estimate_ms: float, warmup: float, rep: float, n_warmup: int = 0,
+           n_repeat: int = 0) -> tuple[int, int]:
+    """How many warm-up and timed calls fill ``warmup`` and ``rep`` ms at ``estimate_ms`` per
+    call (at least one each); positive ``n_warmup`` / ``n_repeat`` take precedence."""
+    est = max(estimate_ms, 1e-6)
+    return (n_warmup if n_warmup > 0 else max(1, int(warmup / est)),
+            n_repeat if n_repeat > 0 else max(1, int(rep / est)))
+
+
+def summarize(times: Sequence[float], quantiles: Sequence[float] | None = None,
+              return_mode: str = "mean") -> float | list[float]:
+    """The ``quantiles`` of ``times`` (one float for one quantile), else their
+    ``return_mode``."""
+    t = torch.tensor(list(times), dtype=torch.float64)
+    if quantiles is not None:
+        q = torch.quantile(t, torch.tensor(list(quantiles), dtype=torch.float64)).tolist()
+        return q[0] if len(q) == 1 else q
+    return float(getattr(t, return_mode)())
+
+
+def _bench_cpu(fn, warmup, rep, n_warmup, n_repeat, quantiles, return_mode):
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    n_warm, n_rep = counts((time.perf_counter() - t0) * 1e3, warmup, rep, n_warmup, n_repeat)
+    for _ in range(n_warm):
+        fn()
+    times = []
+    for _ in range(n_rep):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return summarize(times, quantiles, return_mode)
+
+
+def _bench_event(fn, warmup, rep, n_warmup, n_repeat, quantiles, fast_flush, return_mode):
+    fn()
+    torch.cuda.synchronize()
+    flush = torch.empty(FLUSH_BYTES // (4 if fast_flush else 1),
+                        dtype=torch.int32 if fast_flush else torch.int8, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush.zero_()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    n_warm, n_rep = counts(start.elapsed_time(end) / 5, warmup, rep, n_warmup, n_repeat)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    for _ in range(n_warm):
+        fn()
+    for i in range(n_rep):
+        flush.zero_()  # the flush runs before the start event: it is not timed
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], quantiles, return_mode)
+
+
+def _bench_cudagraph(fn, rep, n_repeat, quantiles, return_mode, replays: int = 10):
+    """``n`` calls captured in one graph (``n`` from ``rep`` or ``n_repeat``), replayed
+    ``replays`` times; each replay gives one per-call time, its duration over ``n``."""
+    with torch.cuda.stream(torch.cuda.Stream()):
+        fn()  # outside the capture: lazy initialization, allocator warm-up
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        _, n = counts(start.elapsed_time(end) / 5, 0, rep, 0, n_repeat)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n):
+                fn()
+        torch.cuda.synchronize()
+        graph.replay()  # warm-up replay
+        times = []
+        for _ in range(replays):
+            start.record()
+            graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / n)
+    return summarize(times, quantiles, return_mode)
+
+
+__all__ = ["bench", "counts", "do_bench", "summarize"]
