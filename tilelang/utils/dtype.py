@@ -1,10 +1,13 @@
-"""Element types: the names the language accepts and their torch / numpy counterparts."""
+"""Element types: the names the language accepts, the dtype objects (``T.float16``) and their
+torch / numpy counterparts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+import tvm
+from tvm import tirx
 
 from ..errors import DSLError
 
@@ -26,61 +29,169 @@ _TORCH: dict[str, Any] = {
     "float8_e4m3": getattr(torch, "float8_e4m3fn", None),
     "float8_e4m3fn": getattr(torch, "float8_e4m3fn", None),
     "float8_e5m2": getattr(torch, "float8_e5m2", None),
+    "float8_e4m3fnuz": getattr(torch, "float8_e4m3fnuz", None),
+    "float8_e5m2fnuz": getattr(torch, "float8_e5m2fnuz", None),
+    "float8_e8m0fnu": getattr(torch, "float8_e8m0fnu", None),
+    "handle": torch.int64,  # a tensor of pointers holds their 64-bit addresses
 }
 
-# Short names users write and the canonical name they mean.
+# Short names users write and the canonical name they mean.  ``tfloat32`` data is stored as
+# float32 (TF32 is a tensor-core compute mode, not a storage type).
 _ALIASES = {
     "float": "float32",
     "half": "float16",
     "fp16": "float16",
     "bf16": "bfloat16",
     "fp32": "float32",
+    "tfloat32": "float32",
     "double": "float64",
     "int": "int32",
+    "uint": "uint32",
     "e4m3_float8": "float8_e4m3",
     "e5m2_float8": "float8_e5m2",
+    "ptr": "handle",
 }
 
-KNOWN_DTYPES = tuple(_TORCH)
+_PYTHON = {bool: "bool", int: "int32", float: "float32"}
+
+KNOWN_DTYPES = tuple(n for n, t in _TORCH.items() if t is not None)
 
 
-def canonical_dtype(dtype: Any, where: str = "dtype") -> str:
-    """Return the canonical name of ``dtype`` (a string, ``T.float16``-style constructor, a
-    ``tvm.DataType`` or a torch dtype), or raise :class:`DSLError` naming ``where``."""
-    name = _name_of(dtype)
+class dtype(tvm.DataType):  # noqa: N801  (the public name is ``T.dtype``)
+    """An element type such as ``T.float16``.  It *is* the string ``"float16"`` (a ``str``
+    subclass, so ``T.float16 == "float16"`` and ``getattr(torch, T.float16)`` work) and TVM's
+    ``DataType`` (``.bits``, ``.lanes``); ``T.float16(x)`` converts ``x`` (a Python number
+    becomes a constant, an expression a cast, no argument a new scalar variable), and
+    ``.as_torch()`` is the torch dtype that holds its elements.
+
+    ``T.dtype(x)`` accepts a name, a torch dtype, a Python type or another dtype object."""
+
+    __slots__ = ()
+
+    def __new__(cls, value: Any) -> "dtype":
+        if isinstance(value, cls):
+            return value
+        return super().__new__(cls, _resolve(value, "T.dtype"))
+
+    def __call__(self, expr: Any = None, *args: Any, **kwargs: Any) -> Any:
+        ctor = _tvm_constructor(str(self))
+        if ctor is not None:
+            return ctor(expr, *args, **kwargs)
+        if expr is None:
+            return tirx.Var("v", str(self))
+        if isinstance(expr, str):
+            expr = float(expr)
+        if isinstance(expr, (bool, int, float)):
+            return tirx.const(expr, str(self))
+        return tirx.Cast(str(self), expr)
+
+    def __getitem__(self, key: Any) -> Any:
+        """``T.float32[4]``: a per-thread vector annotation, as in TVMScript (slices still
+        slice the name)."""
+        if isinstance(key, slice):
+            return str.__getitem__(self, key)
+        from tvm.tirx.script.builder.ir import LocalVectorAnnotation
+
+        return LocalVectorAnnotation(str(self), key if isinstance(key, tuple) else (key,))
+
+    def as_torch(self) -> torch.dtype:
+        """The torch dtype of a tensor holding elements of this type."""
+        return torch_dtype(self)
+
+    def __reduce__(self):
+        return (dtype, (str(self),))
+
+    def __repr__(self) -> str:
+        return f"T.{self}" if str(self).isidentifier() else f"T.dtype({str(self)!r})"
+
+
+_CTOR_CACHE: dict[str, Any] = {}
+
+
+def _tvm_constructor(name: str):
+    """TVMScript's own constructor for ``name`` (``T.float16(...)``), if it has one."""
+    try:
+        return _CTOR_CACHE[name]
+    except KeyError:
+        pass
+    from tvm.script import tirx as _T
+
+    ctor = _T.boolean if name == "bool" else None
+    obj = getattr(_T, name, None)
+    if ctor is None and obj is not None and type(obj).__name__ == "DtypeConstructor":
+        ctor = obj
+    _CTOR_CACHE[name] = ctor
+    return ctor
+
+
+def _resolve(value: Any, where: str) -> str:
+    """The canonical name of ``value`` or a :class:`DSLError` naming ``where``."""
+    name = _name_of(value)
     name = _ALIASES.get(name, name)
-    if name not in _TORCH:
-        raise DSLError(
-            f"{where}: unknown dtype {dtype!r}; expected one of {', '.join(KNOWN_DTYPES)}"
-        )
+    if name not in _TORCH and not _is_tvm_type(name):
+        raise DSLError(f"{where}: unknown dtype {value!r}; expected one of "
+                       f"{', '.join(KNOWN_DTYPES)} (or another TVM type such as int4, "
+                       f"float4_e2m1fn, float16x2)")
     return name
 
 
-def _name_of(dtype: Any) -> str:
-    if isinstance(dtype, str):
-        return dtype
-    if isinstance(dtype, torch.dtype):
+_STANDARD_BITS = {0: (1, 2, 4, 8, 16, 32, 64), 1: (1, 2, 4, 8, 16, 32, 64), 2: (16, 32, 64)}
+
+
+def _is_tvm_type(name: str) -> bool:
+    """Whether ``name`` is an element type TVM can generate code for: it parses, and a plain
+    int/uint/float has a standard width (no ``float17``)."""
+    try:
+        parsed = tvm.DataType(name)
+    except Exception:  # TVM does not know the name
+        return False
+    if parsed.is_handle or parsed.bits == 0:
+        return False
+    widths = _STANDARD_BITS.get(parsed.type_code)
+    return widths is None or parsed.bits in widths
+
+
+def canonical_dtype(value: Any, where: str = "dtype") -> dtype:
+    """``value`` (a name, a dtype object, ``T.float16``-style constructor, a ``tvm.DataType``,
+    a torch dtype or a Python type) as a :class:`dtype`, or raise :class:`DSLError` naming
+    ``where``."""
+    if isinstance(value, dtype):
+        return value
+    return tvm.DataType.__new__(dtype, _resolve(value, where))
+
+
+def _name_of(value: Any) -> str:
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, torch.dtype):
         for name, tdt in _TORCH.items():
-            if tdt is dtype:
+            if tdt is value and name != "handle":
                 return name
-        return str(dtype)
-    inner = getattr(dtype, "_dtype_str", None)  # T.float16 is a DtypeConstructor
+        return str(value).replace("torch.", "")
+    if isinstance(value, type) and value in _PYTHON:
+        return _PYTHON[value]
+    inner = getattr(value, "_dtype_str", None)  # TVMScript's T.float16 is a DtypeConstructor
     if isinstance(inner, str):
         return inner
-    return str(dtype)
+    if getattr(value, "__name__", None) == "boolean":  # TVMScript's T.bool
+        return "bool"
+    if isinstance(value, tvm.ir.PrimType):
+        return str(value.dtype)
+    return str(value)
 
 
-def torch_dtype(dtype: str) -> torch.dtype:
-    """The torch dtype that holds elements of ``dtype``."""
-    tdt = _TORCH.get(_ALIASES.get(dtype, dtype))
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype that holds elements of ``name``."""
+    key = str(name)
+    tdt = _TORCH.get(_ALIASES.get(key, key))
     if tdt is None:
-        raise DSLError(f"dtype {dtype!r} has no torch equivalent in this torch build")
+        raise DSLError(f"dtype {key!r} has no torch equivalent in this torch build")
     return tdt
 
 
-def is_float(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))
+def is_float(name: str) -> bool:
+    return name.startswith(("float", "bfloat"))
 
 
-def is_low_precision_float(dtype: str) -> bool:
-    return dtype in ("float16", "bfloat16") or dtype.startswith("float8")
+def is_low_precision_float(name: str) -> bool:
+    return name in ("float16", "bfloat16") or name.startswith("float8")

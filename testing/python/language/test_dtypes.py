@@ -1,0 +1,89 @@
+"""Dtype objects: ``T.float16`` is the string "float16", a TVM DataType and a constructor."""
+
+import pickle
+
+import pytest
+import torch
+from tvm import tirx
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import DSLError
+
+
+def test_dtype_objects_are_their_names():
+    assert T.float16 == "float16" and isinstance(T.float16, str)
+    assert {"bfloat16": 1}[T.bfloat16] == 1
+    assert f"{T.int8}" == "int8"
+    assert T.float16.bits == 16 and T.int4.bits == 4 and T.float32.lanes == 1
+    assert T.float16x4.lanes == 4
+
+
+def test_dtype_objects_map_to_torch():
+    assert T.float16.as_torch() is torch.float16
+    assert T.bool.as_torch() is torch.bool
+    assert getattr(torch, T.bfloat16) is torch.bfloat16
+    assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn
+    with pytest.raises(DSLError, match="int4.*no torch equivalent"):
+        T.int4.as_torch()
+
+
+def test_dtype_constructor_accepts_every_spelling():
+    assert T.dtype(torch.float16) == T.float16
+    assert T.dtype(float) == "float32" and T.dtype(int) == "int32" and T.dtype(bool) == "bool"
+    assert T.dtype("half") == "float16"
+    assert T.dtype(T.float16) is T.float16
+    # the short public aliases name the 32-bit types
+    assert (T.float, T.int, T.uint) == ("float32", "int32", "uint32")
+    assert T.tfloat32 == "float32"  # TF32 data is stored as float32
+    with pytest.raises(DSLError, match="unknown dtype 'float17'"):
+        T.dtype("float17")
+
+
+def test_dtype_objects_construct_values_like_tvmscript():
+    c = T.float16(1.5)
+    assert isinstance(c, tirx.FloatImm) and str(c.ty) == "float16" and c.value == 1.5
+    x = tirx.Var("x", "int32")
+    cast = T.float32(x)
+    assert isinstance(cast, tirx.Cast) and str(cast.ty) == "float32"
+    four = T.int4(3)  # a type TVMScript has no constructor for
+    assert isinstance(four, tirx.IntImm) and str(four.ty) == "int4" and four.value == 3
+    assert T.float32("inf").value == float("inf")
+
+
+def test_vector_annotation_and_slicing_and_pickle():
+    ann = T.float32[4]
+    assert ann.dtype == "float32" and tuple(ann.shape) == (4,)
+    assert T.float16[:5] == "float"
+    assert pickle.loads(pickle.dumps(T.bfloat16)) is not None
+    assert pickle.loads(pickle.dumps(T.bfloat16)) == T.bfloat16
+
+
+def _masked_scale(n, dtype=T.float16, accum=T.float):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), mask: T.Tensor((n,), T.bool), B: T.Tensor((n,), accum),
+             scale: T.float32, k: T.int32):
+        with T.Kernel(1, threads=32) as bx:
+            frag = T.alloc_fragment((n,), accum)
+            keep = T.alloc_var(T.bool)
+            for i in T.Parallel(n):
+                frag[i] = T.if_then_else(mask[i], T.cast(A[i], accum) * scale,
+                                         A[i].astype(T.float32) + T.float32(k) * T.float32(0))
+            for i in T.serial(n):
+                keep = mask[i]
+                if keep:
+                    B[i] = T.max(frag[i], -T.infinity(T.float32))
+                else:
+                    B[i] = T.min(T.max(frag[i], T.min_value(accum)), T.max_value(T.float32))
+
+    return main
+
+
+def test_dtype_objects_inside_a_kernel_on_the_cpu():
+    kernel = tilelang.compile(_masked_scale(64), target="llvm")
+    a = torch.randn(64).half()
+    mask = torch.rand(64) > 0.5
+    b = torch.empty(64)
+    kernel(a, mask, b, 2.0, 3)
+    torch.testing.assert_close(b, torch.where(mask, a.float() * 2, a.float()))
+    assert kernel.params[1].dtype == "bool"

@@ -1,0 +1,30 @@
+"""The dtype objects of the language: ``T.float16``, ``T.int32``, ``T.bool`` ... and
+``T.dtype(x)``.  Each is a :class:`tilelang.utils.dtype.dtype`: the type's name as a string,
+callable like TVMScript's constructors (``T.float32(0)`` is a constant, ``T.float32(x)`` a
+cast, ``n: T.int32`` a scalar parameter)."""
+
+from __future__ import annotations
+
+from tvm.script import tirx as _tvm_T
+
+from ..utils.dtype import dtype
+
+# Every element type TVMScript names (``float16``, ``float16x4``, ``f16`` ...), as dtype objects.
+_NAMES = {
+    name: dtype(obj._dtype_str)
+    for name, obj in vars(_tvm_T).items()
+    if type(obj).__name__ == "DtypeConstructor"
+}
+_NAMES.update(
+    bool=dtype("bool"),
+    float=dtype("float32"),
+    int=dtype("int32"),
+    uint=dtype("uint32"),
+    tfloat32=dtype("tfloat32"),  # stored as float32; see docs/compatibility.md
+    int1=dtype("int1"), int2=dtype("int2"), int4=dtype("int4"),
+    uint1=dtype("uint1"), uint2=dtype("uint2"), uint4=dtype("uint4"),
+    float4_e2m1fn=dtype("float4_e2m1fn"),
+)
+globals().update(_NAMES)
+
+__all__ = ["dtype", *sorted(_NAMES)]
