@@ -28,6 +28,16 @@ from .barrier import (
     mbarrier_wait_parity,
     tma_copy,
 )
+from .barrier import (
+    alloc_barrier,
+    barrier_arrive,
+    barrier_wait,
+    fence_proxy_async,
+    mbarrier_arrive,
+    mbarrier_expect_tx,
+    mbarrier_wait_parity,
+    tma_copy,
+)
 from .allocate import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
 from .kernel import (
     Kernel,

@@ -391,3 +391,41 @@ def _tma_sync(op: Copy, ctx: LowerContext, plan: TmaPlan) -> tirx.Stmt:
         tirx.Evaluate(tma.mbarrier_wait(tirx.address_of(b0), ph)),
         tirx.BufferStore(phase, tirx.bitwise_xor(ph, 1), [0]),
     ])
+
+
+@register
+class TmaCopy(TileOp):
+    """``T.tma_copy``: the producer half of a TMA load (arm the barrier, issue), no wait."""
+
+    name = "tl.tma_copy"
+    printer = "tma_copy"
+    fields = ("src", "dst", "barrier")
+
+
+def tma_copy_op(src: Any, dst: Any, barrier) -> tvm.ir.Call:
+    if R.is_element(src):
+        d = R.region_of(dst, "T.tma_copy", "destination")
+        s = R.region_of(src, "T.tma_copy", "source", like_shape=R.extents(d))
+    else:
+        s = R.region_of(src, "T.tma_copy", "source")
+        d = R.region_of(dst, "T.tma_copy", "destination", like_shape=R.extents(s))
+    if not R.same_shape(R.squeeze(R.extents(s)), R.squeeze(R.extents(d))):
+        raise TileOpError(f"T.tma_copy: source {R.describe(s)} has shape "
+                          f"{R.fmt_shape(R.extents(s))} but destination {R.describe(d)} has "
+                          f"shape {R.fmt_shape(R.extents(d))}")
+    return TmaCopy(src=s, dst=d, barrier=barrier).to_call()
+
+
+@TmaCopy.lowering("cuda")
+def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
+    from ..transform.ir import seq
+
+    as_copy = Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0, disable_tma=False,
+                   eviction_policy="")
+    plan = tma_plan(as_copy, ctx.target, ctx.config,
+                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}))
+    if not isinstance(plan, TmaPlan):
+        raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: {plan}")
+    arm = _leader(ctx, [tirx.Evaluate(tma.mbarrier_arrive_expect_tx(
+        tirx.address_of(op.barrier), plan.nbytes))])
+    return seq([arm, _tma_issue(as_copy, ctx, plan, op.barrier)])
