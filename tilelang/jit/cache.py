@@ -89,18 +89,31 @@ def compiler_digest() -> str:
     computed once per process."""
     from ..engine.cuda import template_dir
 
-    package = Path(__file__).resolve().parents[1]
-    trees = [(package, "*.py")]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [(package, ".py")]
     try:
-        trees.append((Path(template_dir()) / "tl_templates", "*.h"))
+        trees.append((os.path.join(template_dir(), "tl_templates"), ".h"))
     except Exception:  # headers missing: CUDA compiles will report it
         pass
     h = hashlib.sha256()
-    for root, pattern in trees:
-        for p in sorted(root.rglob(pattern)):
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(p.read_bytes())
+    for root, suffix in trees:
+        for rel in _files(root, suffix):
+            h.update(rel.encode() + b"\0")
+            with open(os.path.join(root, rel), "rb") as f:
+                h.update(f.read())
     return h.hexdigest()
+
+
+def _files(root: str, suffix: str) -> list[str]:
+    """The files under ``root`` whose names end in ``suffix``, as sorted '/'-separated paths
+    relative to ``root`` (os.walk: this runs in every process that compiles)."""
+    found = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        rel = os.path.relpath(folder, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found += [prefix + n for n in names if n.endswith(suffix)]
+    return sorted(found)
 
 
 def key_of(func, target, out_idx, configs: dict) -> str:
