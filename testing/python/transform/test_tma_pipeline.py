@@ -93,10 +93,22 @@ def test_dynamic_trip_count_uses_tma():
 
 def test_fallbacks_say_why(caplog):
     caplog.set_level(logging.DEBUG, logger="tilelang")
-    # rows of 256 bytes in the sm80 swizzle: no TMA swizzle produces that layout
-    f = lowered(matmul(512, 512, 512, 128, 128, 32, num_stages=3))
+    # rows of 8 bytes: a TMA box row must be a multiple of 16 bytes
+    @T.prim_func
+    def narrow(A: T.Tensor((64, 8), "float16"), B: T.Tensor((8, 4), "float32")):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((8, 4), "float16")
+            F = T.alloc_fragment((8, 4), "float32")
+            T.clear(F)
+            for i in T.Pipelined(8, num_stages=2):
+                T.copy(A[i * 8, 0], S)
+                for r, c in T.Parallel(8, 4):
+                    F[r, c] += S[r, c]
+            T.copy(F, B)
+
+    f = lowered(narrow)
     assert calls(f, "cp_async") and not calls(f, "tma_load")
-    assert "no swizzle_bytes" in caplog.text
+    assert "the tile's rows are 8 bytes, not a multiple of 16" in caplog.text
     # a row stride that is not a multiple of 16 bytes
     caplog.clear()
     f = lowered(matmul(512, 512, 100, 128, 64, 64, num_stages=3))
