@@ -9,7 +9,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import tvm  # noqa: F401  (``from tilelang import tvm``: the TVM this tilelang compiles with)
+from tvm import DataType  # noqa: F401
+
 from . import language  # noqa: F401  (registers the tile operators)
+from . import math  # noqa: F401
 from . import layout  # noqa: F401
 from .autotuner import autotune  # noqa: F401
 from .engine import lower  # noqa: F401
@@ -27,5 +31,6 @@ from .errors import (  # noqa: F401
 )
 from .jit import JITKernel, clear_cache, compile, disable_cache, enable_cache, jit  # noqa: F401
 from .jit.library import load  # noqa: F401
+from .math import cdiv  # noqa: F401
 from .transform.pass_config import PassConfigKey  # noqa: F401
 from .utils.tensor import TensorSupplyType  # noqa: F401

@@ -74,6 +74,11 @@ class JITKernel:
             self.device_source = _source_of(self.rt_mod, self.target)
         return self.device_source
 
+    @property
+    def kernel_source(self) -> str:
+        """The device code, as :meth:`get_kernel_source` returns it."""
+        return self.get_kernel_source()
+
     def get_ptx(self) -> str:
         """The PTX of the kernel (compiled here with NVRTC or nvcc; no GPU needed)."""
         from ..engine.cuda import compile_source
@@ -110,6 +115,10 @@ class JITKernel:
         from ..utils.tensor import TensorSupplyType
 
         return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
+    def run_once(self, func: Any = None) -> Any:
+        """Call the kernel (or ``func``) once on generated inputs (see ``get_profiler``)."""
+        return self.get_profiler().run_once(func)
 
     def export_library(self, path: str) -> None:
         """Write the compiled library to ``path`` and its record (parameters, outputs, target,

@@ -43,12 +43,13 @@ class Profiler:
             out.append(make_tensor(dims, p.dtype, p.torch_dtype, self.device, self.supply))
         return out
 
-    def assert_allclose(self, reference_program: Callable, atol: float = 1e-2,
-                        rtol: float = 1e-2, max_mismatched_ratio: float = 0.01,
+    def assert_allclose(self, reference_program: Callable, input_tensors: list | None = None,
+                        atol: float = 1e-2, rtol: float = 1e-2,
+                        max_mismatched_ratio: float = 0.01,
                         sizes: dict | None = None) -> None:
-        """Run the kernel and ``reference_program`` on the same random inputs and compare
-        every output."""
-        ins = self._inputs(sizes)
+        """Run the kernel and ``reference_program`` on the same inputs (``input_tensors``, or
+        generated ones) and compare every output."""
+        ins = list(input_tensors) if input_tensors is not None else self._inputs(sizes)
         outs = as_list(self.kernel(*ins))
         refs = as_list(reference_program(*ins))
         if len(outs) != len(refs):
