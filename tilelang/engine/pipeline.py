@@ -1,7 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
     LayoutInference -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> LowerAsyncResources -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> RoundLowPrecisionStores -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
@@ -32,6 +32,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),
         tl_transform.LowerParallelLoops(),
+        tl_transform.InjectAsyncWaits(),
         tl_transform.LowerAsyncResources(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),

@@ -328,6 +328,35 @@ def mma_accumulator(m: int, n: int, warps_m: int, warps_n: int, name: str = "mma
                                           [x for x in cols if x.extent > 1]], name=name)
 
 
+def wgmma_accumulator(m: int, n: int, wg_m: int, wg_n: int, name: str = "wgmma_c") -> Fragment:
+    """The C fragment of ``wgmma.mma_async.m64nNk*`` tiled over a ``wg_m x wg_n`` grid of
+    warpgroups (numbered ``wg_m_index * wg_n + wg_n_index``, 128 threads each).
+
+    Within a warpgroup's ``(m/wg_m) x (n/wg_n)`` block, m64 tile ``mi``: register
+    ``mi * (n/wg_n)/2 + 4j + 2h + c`` of thread (warp ``w``, lane ``l``) is row
+    ``64 mi + 16w + l/4 + 8h``, column ``8j + 2(l%4) + c``.
+    """
+    m_wg, n_wg = m // wg_m, n // wg_n
+    rows = [Factor(0, wg_m, THREAD, 128 * wg_n), Factor(0, m_wg // 64, REG, n_wg // 2),
+            Factor(0, 4, THREAD, 32), Factor(0, 2, REG, 2), Factor(0, 8, THREAD, 4)]
+    cols = [Factor(1, wg_n, THREAD, 128), Factor(1, n_wg // 8, REG, 4),
+            Factor(1, 4, THREAD, 1), Factor(1, 2, REG, 1)]
+    return Fragment.from_factors([m, n], [[x for x in rows if x.extent > 1],
+                                          [x for x in cols if x.extent > 1]], name=name)
+
+
+def wgmma_operand_a(m: int, k: int, wg_m: int, wg_n: int) -> Fragment:
+    """The register A operand of ``wgmma ... rs``: the accumulator layout of the ``m x k`` tile
+    over the ``wg_m`` warpgroups along M (registers ``8 kk .. 8 kk + 7`` of an m64 tile are the
+    four 32-bit A registers of k-step ``kk``), replicated over the ``wg_n`` warpgroups along N."""
+    base = wgmma_accumulator(m, k, wg_m, 1, name="wgmma_a")
+    if wg_n == 1:
+        return base
+    dims = [[Factor(x.dim, x.extent, x.kind, x.stride * wg_n if x.kind == THREAD and
+                    x.stride >= 128 else x.stride) for x in fs] for fs in base.dims]
+    return Fragment.from_factors([m, k], dims, [Factor(-1, wg_n, THREAD, 128)], name="wgmma_a")
+
+
 def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
     """Whether, for every (thread, register) of ``loop``, the element ``index_fn(idx)`` of
     ``frag`` is held by that thread (numerically, over all threads and registers)."""
@@ -370,5 +399,6 @@ def _np_inverse(f: Fragment, tx, r) -> list:
     return out
 
 
-__all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "check_ownership",
+__all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "wgmma_accumulator",
+           "wgmma_operand_a", "check_ownership",
            "THREAD", "REG"]

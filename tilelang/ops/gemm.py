@@ -7,12 +7,15 @@ elements to C's dtype (fp16/bf16 inputs accumulate in fp32).  ``clear_accum`` ze
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from tvm import tirx
 
 from ..device import sm80 as device
+from ..device import wgmma
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
@@ -170,6 +173,14 @@ def _swizzled(buf, ctx: LowerContext) -> bool:
 
 @Gemm.lowering("cuda")
 def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
+    """wgmma on sm_90a where :func:`wgmma_plan` finds one, else the sm80-class gemm."""
+    plan = wgmma_plan(op, ctx.target, ctx.num_threads, ctx.config)
+    if plan is not None:
+        return _gemm_wgmma(op, ctx, plan)
+    return _gemm_sm80(op, ctx)
+
+
+def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """The device gemm ``gemm_ss`` (A, B in shared memory) or ``gemm_rs`` (A in registers):
     ldmatrix + mma.sync over the warp grid that ``LayoutInference`` chose for C, on the warps
     of the op's thread group."""
@@ -222,3 +233,210 @@ def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
 
     zero = Fill(dst=op.C, value=tirx.const(0, C.dtype)).lower(ctx)
     return tirx.SeqStmt([zero, call])
+
+
+# ------------------------------------------------------------------------------------------
+# Hopper: wgmma.mma_async
+# ------------------------------------------------------------------------------------------
+log = logging.getLogger("tilelang")
+
+WARP_GROUP = 128
+_WGMMA_TYPES = {("float16", "float32"), ("bfloat16", "float32"), ("float8_e4m3fn", "float32"),
+                ("float8_e4m3", "float32"), ("float8_e5m2", "float32"), ("float32", "float32")}
+
+
+@dataclass(frozen=True)
+class WgmmaPlan:
+    """How a gemm runs as wgmma: ``wg_m x wg_n`` warpgroups each own an ``m_wg x n_wg`` block of
+    C, issued as m64 x ``n_inst`` x ``k_step`` instructions; the shared operands are stored in
+    the GMMA swizzles ``a_swizzle`` / ``b_swizzle`` (bytes; 0 for a register A)."""
+
+    wg_m: int
+    wg_n: int
+    m_wg: int
+    n_wg: int
+    n_inst: int
+    k_step: int
+    a_swizzle: int
+    b_swizzle: int
+    mnemonic: str
+
+    def accumulator(self, m: int, n: int):
+        from ..layout.fragment import wgmma_accumulator
+
+        return wgmma_accumulator(m, n, self.wg_m, self.wg_n)
+
+    def register_a(self, m: int, k: int):
+        from ..layout.fragment import wgmma_operand_a
+
+        return wgmma_operand_a(m, k, self.wg_m, self.wg_n)
+
+    def shared_layout(self, role: str, region):
+        from ..layout.swizzle import make_gmma_swizzled_layout
+
+        buf = R.buffer_of(region)
+        return make_gmma_swizzled_layout(buf, swizzle_bytes=self.a_swizzle if role == "A"
+                                         else self.b_swizzle)
+
+
+def _is_sm90a(target) -> bool:
+    return target is not None and str(target.kind.name) == "cuda" and \
+        str(target.attrs.get("arch", "")).startswith("sm_90a")
+
+
+def _whole_matrix(region) -> bool:
+    buf = R.buffer_of(region)
+    return all(R.as_int(r.min) == 0 for r in region.region[-2:]) and \
+        R.same_shape(R.extents(region)[-2:], buf.shape[-2:])
+
+
+def _fits(what: str, ok: bool, why: list) -> bool:
+    if not ok:
+        why.append(what)
+    return ok
+
+
+def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
+    """The wgmma plan of ``op`` on ``target``, or ``None`` when the gemm takes the sm80 path
+    (not sm_90a, ``tl.disable_wgmma``, or a shape/dtype/layout wgmma cannot do, logged at debug
+    level; also tf32 operands that are not K-major).  fp8 operands that are not K-major raise
+    ``LoweringError`` (mma.sync has no fp8 either).  Layout
+    inference and the lowering both call this, so they agree."""
+    from ..layout.swizzle import GMMA_SWIZZLES
+    from ..transform.pass_config import PassConfigKey
+
+    if not _is_sm90a(target) or (config or {}).get(PassConfigKey.TL_DISABLE_WGMMA.value):
+        return None
+    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    mnk = [R.as_int(x) for x in op.mnk()]
+    why: list = []
+    a_regs = R.scope_of(op.A) == "local.fragment"
+    ok = (_fits(f"dtypes {A.dtype} -> {C.dtype}", (A.dtype, C.dtype) in _WGMMA_TYPES
+                and A.dtype == B.dtype, why)
+          and _fits("static M, N, K", None not in mnk, why)
+          and _fits(f"{num_threads} threads (a multiple of 128)",
+                    num_threads % WARP_GROUP == 0, why)
+          and _fits("B in shared memory", R.scope_of(op.B) in ("shared", "shared.dyn"), why)
+          and _fits("A in shared memory or a 16-bit fragment",
+                    R.scope_of(op.A) in ("shared", "shared.dyn")
+                    or (a_regs and loops.elem_bytes(A.dtype) == 2 and not op.transpose_A), why))
+    if not ok:
+        log.debug("T.gemm keeps mma.sync on sm_90a: it needs %s", why[-1])
+        return None
+    m, n, k = mnk
+    eb = loops.elem_bytes(A.dtype)
+    if eb == 4 and (op.transpose_A or not op.transpose_B):
+        log.debug("T.gemm keeps mma.sync on sm_90a: tf32 wgmma needs K-major operands")
+        return None
+    if eb != 2 and (op.transpose_A or not op.transpose_B):
+        raise LoweringError(
+            f"T.gemm: wgmma on {A.dtype} needs K-major operands (A as (M, K), B as (N, K): "
+            f"transpose_A=False, transpose_B=True), got transpose_A={bool(op.transpose_A)}, "
+            f"transpose_B={bool(op.transpose_B)}; store the operands K-major")
+    k_step = 32 // eb
+    num_wg = num_threads // WARP_GROUP
+    cands = [(wm, num_wg // wm) for wm in range(num_wg, 0, -1) if num_wg % wm == 0]
+    if op.policy == GemmWarpPolicy.FullRow:
+        cands = [(num_wg, 1)]
+    elif op.policy == GemmWarpPolicy.FullCol:
+        cands = [(1, num_wg)] + cands[:-1]
+    cands = [(wm, wn) for wm, wn in cands if m % (64 * wm) == 0 and n % (8 * wn) == 0]
+    if not (_fits(f"M = {m} a multiple of 64 per warpgroup and N = {n} of 8", bool(cands), why)
+            and _fits(f"K = {k} a multiple of {k_step}", k % k_step == 0, why)):
+        log.debug("T.gemm keeps mma.sync on sm_90a: it needs %s", why[-1])
+        return None
+    wm, wn = cands[0]
+    m_wg, n_wg = m // wm, n // wn
+    n_inst = max(d for d in range(8, min(n_wg, 256) + 1, 8) if n_wg % d == 0)
+
+    def swizzle(region, k_major: bool, mn_step: int):
+        """The widest GMMA swizzle of a shared operand: rows of whole panels, and for an
+        MN-major operand every instruction's MN offset on a panel boundary."""
+        buf = R.buffer_of(region)
+        if not _whole_matrix(region) or int(buf.shape[-2]) % 8:
+            return None
+        row = int(buf.shape[-1]) * eb
+        for sb in GMMA_SWIZZLES:
+            if row % sb == 0 and (k_major or (mn_step * eb) % sb == 0):
+                return sb
+        return None
+
+    a_sw = 0 if a_regs else swizzle(op.A, not op.transpose_A, 64)
+    b_sw = swizzle(op.B, bool(op.transpose_B), n_inst)
+    if a_sw is None or b_sw is None:
+        log.debug("T.gemm keeps mma.sync on sm_90a: a shared operand is a slice, or its rows "
+                  "are not whole 32-byte panels of a multiple of 8 rows")
+        return None
+    ptx = wgmma.PTX_TYPE[A.dtype]
+    mnem = f"wgmma.mma_async.sync.aligned.m64n{n_inst}k{k_step}.f32.{ptx}.{ptx}"
+    return WgmmaPlan(wm, wn, m_wg, n_wg, n_inst, k_step, a_sw, b_sw, mnem)
+
+
+def _addr(region, row, col):
+    """Address of logical element (row, col) of a tile region (leading indices kept)."""
+    buf = R.buffer_of(region)
+    idx = [r.min for r in region.region]
+    idx[-2] = idx[-2] + row
+    idx[-1] = idx[-1] + col
+    return tirx.address_of(tirx.BufferLoad(buf, idx))
+
+
+def _desc(region, plan_swizzle: int, mn0, k0, k_major: bool):
+    """Descriptor of the operand block starting at MN offset ``mn0``, K offset ``k0``."""
+    buf = R.buffer_of(region)
+    eb = loops.elem_bytes(buf.dtype)
+    sbo = 8 * plan_swizzle  # between 8-row groups: 8 rows of one panel
+    if k_major:  # stored (MN, K): rows are MN, the K slice of an instruction is in one panel
+        return wgmma.desc(_addr(region, mn0, k0), 16, sbo, plan_swizzle)
+    # stored (K, MN): rows are K; MN panels lie rows x swizzle bytes apart
+    lbo = int(buf.shape[-2]) * plan_swizzle
+    assert lbo % 16 == 0 and eb
+    return wgmma.desc(_addr(region, k0, mn0), lbo, sbo, plan_swizzle)
+
+
+def _gemm_wgmma(op: Gemm, ctx: LowerContext, plan: WgmmaPlan) -> tirx.Stmt:
+    """Each warpgroup issues the m64 x n_inst x k_step wgmmas of its block of C (descriptors
+    from the GMMA-swizzled shared tiles, or A from registers), fenced, committed as one group
+    and waited on (``wg_wait`` groups may stay in flight; InjectAsyncWaits waits before a
+    later use)."""
+    A, C = R.buffer_of(op.A), R.buffer_of(op.C)
+    m, n, k = (R.as_int(x) for x in op.mnk())
+    a_regs = A.scope() == "local.fragment"
+    if not _whole_matrix(op.C):
+        raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name}, not a slice")
+    rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")
+    wg = tirx.floordiv(rank, WARP_GROUP)
+    wgm, wgn = tirx.floordiv(wg, plan.wg_n), tirx.floormod(wg, plan.wg_n)
+    c_lead = [0] * (len(C.shape) - 2)
+    n_regs = plan.m_wg * plan.n_wg // WARP_GROUP  # accumulator registers per thread
+
+    def c_addr(row, col):
+        return tirx.address_of(tirx.BufferLoad(C, c_lead + [row, col]))
+
+    # the shared operands were written through the generic proxy; wgmma reads them through
+    # the async one (InjectThreadSync puts the block's barrier after this fence)
+    stmts = [tirx.Evaluate(device.fence_proxy_async())]
+    stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
+    stmts.append(tirx.Evaluate(wgmma.fence()))
+    for mi in range(plan.m_wg // 64):
+        for q in range(plan.n_wg // plan.n_inst):
+            for kk in range(k // plan.k_step):
+                k0 = kk * plan.k_step
+                m0 = wgm * plan.m_wg + mi * 64
+                n0 = wgn * plan.n_wg + q * plan.n_inst
+                if a_regs:
+                    a = tirx.address_of(tirx.BufferLoad(
+                        A, [0] * (len(A.shape) - 2) + [mi * 64, k0]))
+                else:
+                    a = _desc(op.A, plan.a_swizzle, m0, k0, not op.transpose_A)
+                b = _desc(op.B, plan.b_swizzle, n0, k0, bool(op.transpose_B))
+                scale_d = tirx.const(not (op.clear_accum and kk == 0), "bool")
+                stmts.append(tirx.Evaluate(wgmma.mma(
+                    plan.mnemonic, plan.n_inst, int(bool(op.transpose_A)),
+                    int(not op.transpose_B), c_addr(mi * 64, q * plan.n_inst), a, b, scale_d,
+                    a_regs)))
+    stmts.append(tirx.Evaluate(wgmma.commit()))
+    stmts.append(tirx.Evaluate(wgmma.wait(min(int(op.wg_wait), 7))))
+    if int(op.wg_wait) == 0:
+        stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
+    return tirx.SeqStmt(stmts)

@@ -197,13 +197,14 @@ class _Collect:
                 self.ops.append(op)
 
 
-def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
+def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     col = _Collect()
     col.run(body)
     st = _State()
     swizzle: set = set()
     shared_layouts: dict = {}  # shared buffer key -> encoded user layout
     gemm_operands: dict = {}
+    gmma_layouts: dict = {}  # wgmma operand key -> (encoded GMMA layout, buffer)
     num_warps = max(1, num_threads // 32)
     # 1. fixed demands
     for op in col.ops:
@@ -217,6 +218,9 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                     st.set(op.buffer, lay, "T.annotate_layout")
                 elif op.buffer.scope() in SHARED:
                     shared_layouts[key(op.buffer)] = op.layout
+            elif isinstance(op, Gemm) and _wgmma_demands(op, st, target, num_threads,
+                                                         gmma_layouts):
+                pass
             elif isinstance(op, Gemm):
                 m, n, k = (R.as_int(x) for x in op.mnk())
                 C = R.buffer_of(op.C)
@@ -230,9 +234,19 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                     if R.scope_of(x) in SHARED:
                         swizzle.add(key(R.buffer_of(x)))
                         gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
+    for k, (text, buf) in gmma_layouts.items():
+        if k in shared_layouts and shared_layouts[k] != text and \
+                not isinstance(codec.decode(shared_layouts[k]), SwizzledLayout):
+            raise LoweringError(
+                f"T.annotate_layout: {buf.name} is a wgmma operand, stored in the GMMA swizzle "
+                f"{codec.decode(text)}; got {codec.decode(shared_layouts[k])}")
+        if k in gemm_operands:
+            raise LoweringError(f"{buf.name} feeds both a wgmma and an mma.sync gemm, whose "
+                                "shared layouts differ")
+        shared_layouts[k] = text
     for k, text in shared_layouts.items():
         lay = codec.decode(text)
-        if _is_sm80_swizzle(lay):
+        if _is_sm80_swizzle(lay) and k not in gmma_layouts:
             swizzle.add(k)
             continue
         if k in gemm_operands:
@@ -241,7 +255,7 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
                 f"operands use the swizzled layout (make_swizzled_layout); got {lay}")
         swizzle.discard(k)
     st.shared_layouts = {k: v for k, v in shared_layouts.items()
-                         if not _is_sm80_swizzle(codec.decode(v))}
+                         if k in gmma_layouts or not _is_sm80_swizzle(codec.decode(v))}
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
     while True:
@@ -261,6 +275,31 @@ def infer(body, num_threads: int) -> tuple[_State, set, _Collect]:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], num_threads, vec=1)
     return st, swizzle, col
+
+
+def _wgmma_demands(op: Gemm, st: _State, target, num_threads: int, gmma: dict) -> bool:
+    """A gemm that runs as wgmma fixes its accumulator (and register A) layout and its shared
+    operands' GMMA swizzles; False when it takes the mma.sync path."""
+    from ..ops.gemm import wgmma_plan
+    from . import pass_config
+
+    plan = wgmma_plan(op, target, num_threads, pass_config.current())
+    if plan is None:
+        return False
+    m, n, k = (R.as_int(x) for x in op.mnk())
+    C, A = R.buffer_of(op.C), R.buffer_of(op.A)
+    st.set(C, plan.accumulator(m, n), f"T.gemm (wgmma) accumulator {C.name}")
+    if is_fragment(A):
+        st.set(A, plan.register_a(m, k), f"T.gemm (wgmma) register operand {A.name}")
+    for role, x in (("A", op.A), ("B", op.B)):
+        if R.scope_of(x) in SHARED:
+            text = codec.encode(plan.shared_layout(role, x))
+            old = gmma.get(key(R.buffer_of(x)))
+            if old is not None and old[0] != text:
+                raise LoweringError(f"{R.buffer_of(x).name} is an operand of two wgmma gemms "
+                                    "that need different swizzles")
+            gmma[key(R.buffer_of(x))] = (text, R.buffer_of(x))
+    return True
 
 
 def _is_sm80_swizzle(lay) -> bool:
@@ -414,7 +453,7 @@ def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
     _check_thread_dims(func.body)
-    st, swizzle, _ = infer(func.body, num_threads_of(func.body))
+    st, swizzle, _ = infer(func.body, num_threads_of(func.body), target_of(func))
     return func.with_body(_Annotate(st, swizzle)(func.body))
 
 

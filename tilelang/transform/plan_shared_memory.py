@@ -76,8 +76,13 @@ def _linear(idx, shape):
 def _phys(idx, buf, swizzled: bool, layout=None):
     shape = list(buf.shape)
     if layout is not None:
-        out = list(layout.index_map.map_indices(list(idx)))
-        return _linear(out, [int(x) for x in layout.output_shape])
+        # a layout of the 2-D tile applies to each stage of a tile the pipeline stacked
+        nd = len(layout.shape)
+        out = list(layout.index_map.map_indices(list(idx[len(idx) - nd:])))
+        oshape = [int(x) for x in layout.output_shape]
+        size = int(np.prod(oshape))
+        lead = _linear(idx[:len(idx) - nd], shape[:len(idx) - nd]) if len(idx) > nd else 0
+        return lead * size + _linear(out, oshape)
     if swizzled and len(shape) >= 2:
         rows, cols = shape[-2], shape[-1]
         lead = _linear(idx[:-2], shape[:-2]) if len(shape) > 2 else tirx.const(0, "int32")
@@ -110,8 +115,9 @@ def _plan_kernel(body, target):
         align = max(ALIGN, alignment_of(user if user is not None else
                                         make_swizzled_layout(b) if swz else None))
         offset = (offset + align - 1) // align * align
-        if user is not None:
-            n = max(n, int(np.prod(user.output_shape)))
+        if user is not None:  # per stage when the pipeline stacked the tile
+            stages = int(np.prod([int(x) for x in b.shape[:len(b.shape) - len(user.shape)]]))
+            n = max(n, stages * int(np.prod(user.output_shape)))
         view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
                                 scope="shared.dyn")
         views[_key(b)] = (b, view, swz, user)

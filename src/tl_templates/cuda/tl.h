@@ -4,4 +4,5 @@
 #include "atomic.h"
 #include "copy_sm80.h"
 #include "gemm_sm80.h"
+#include "gemm_sm90.h"
 #include "reduce.h"

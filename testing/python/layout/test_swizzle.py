@@ -121,7 +121,7 @@ def test_128b_swizzled_tiles_start_on_1024_bytes_in_the_arena():
             T.copy(S, A)
             T.copy(small, B)
 
-    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_80"})  # plain copies into S
     mod = tvm.IRModule({"main": main.with_attr("target", target)})
     mod = LayoutInference()(mod)
     from tilelang.transform.layout_inference import shared_layout_of
