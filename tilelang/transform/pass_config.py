@@ -24,7 +24,6 @@ class PassConfigKey(str, Enum):
     TL_DUMP_IR_DIR = "tl.dump_ir_dir"
     TL_DISABLE_VECTORIZE = "tirx.disable_vectorize"
     TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
-    TL_SM80_PATH = "tl.sm80_path"
     TL_DISABLE_BOUNDS_CHECK = "tl.disable_bounds_check"  # CPU: no OutOfBoundsError checks
 
     def __str__(self) -> str:
