@@ -12,6 +12,7 @@ emitted as TVM's PTX op (``T.ptx.*``) or TVM's wait loop (``T.cuda.mbarrier_wait
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 from tvm.script import tirx as _T
 
@@ -59,11 +60,42 @@ MBARRIER_EXPECT_TX = register_device_op(
     lambda c: _T.ptx.mbarrier.expect_tx.shared.b64(c.args[0], _u32(c.args[1])),
     "mbarrier.expect_tx [bar], bytes: expect `bytes` more transaction bytes (no arrival)")
 
+# The bounded wait of debug mode (``tl.debug_barriers``): a try_wait loop that gives up after
+# ``bound`` failed tries, prints who waited on what, and traps (the launch fails with an
+# error instead of hanging the GPU).
+_DEBUG_WAIT = "tl_debug_mbarrier_wait"
+_DEBUG_WAIT_SOURCE = r"""
+__noinline__ __device__ void tl_debug_mbarrier_wait(void* bar, int parity, const char* name,
+                                                    int stage, unsigned int bound) {
+  unsigned int addr = static_cast<unsigned int>(__cvta_generic_to_shared(bar));
+  for (unsigned int tries = 0; tries < bound; ++tries) {
+    unsigned int done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(addr), "r"(parity) : "memory");
+    if (done) return;
+  }
+  printf("tilelang debug_barriers: mbarrier wait timed out: barrier %s stage %d, expected "
+         "parity %d, block (%d, %d, %d) thread %d, after %u tries\n", name, stage, parity,
+         (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x, bound);
+  asm volatile("trap;");
+}
+"""
+
+
+def _emit_wait(c):
+    if len(c.args) == 2:
+        return _T.cuda.mbarrier_wait(c.args[0], _i32(c.args[1]))
+    bar, parity, name, stage, bound = c.args
+    return _T.cuda.func_call(_DEBUG_WAIT, bar, _i32(parity), name, _i32(stage), _u32(bound),
+                             source_code=_DEBUG_WAIT_SOURCE)
+
+
 MBARRIER_WAIT = register_device_op(
-    "tl.device.mbarrier_wait", Effect(waits=Mechanism.MBARRIER),
-    lambda c: _T.cuda.mbarrier_wait(c.args[0], _i32(c.args[1])),
+    "tl.device.mbarrier_wait", Effect(waits=Mechanism.MBARRIER), _emit_wait,
     "wait until the phase of parity `parity` of the barrier has completed "
-    "(a mbarrier.try_wait.parity loop); its writes are then visible to this thread")
+    "(a mbarrier.try_wait.parity loop); its writes are then visible to this thread.  With "
+    "three more arguments (`name`, `stage`, `bound`: debug mode) the loop gives up after "
+    "`bound` tries, prints the block, thread, barrier name, stage and parity, and traps")
 
 
 def mbarrier_init(bar_addr, count) -> tirx.Call:
@@ -86,8 +118,16 @@ def mbarrier_expect_tx(bar_addr, nbytes) -> tirx.Call:
     return call(MBARRIER_EXPECT_TX, bar_addr, nbytes)
 
 
-def mbarrier_wait(bar_addr, parity) -> tirx.Call:
-    return call(MBARRIER_WAIT, bar_addr, parity)
+def mbarrier_wait(bar_addr, parity, debug: tuple | None = None) -> tirx.Call:
+    """``debug``: ``(barrier name, stage, bound)`` for the bounded, reporting wait."""
+    return call(MBARRIER_WAIT, bar_addr, parity, *(debug or ()))
+
+
+def bounded_wait(wait: tvm.ir.Call, name: str, stage, bound: int) -> tirx.Call:
+    """The debug form of the wait ``wait`` (a ``mbarrier_wait`` call); unchanged if it is one."""
+    if len(wait.args) > 2:
+        return wait
+    return mbarrier_wait(wait.args[0], wait.args[1], (name, stage, bound))
 
 
 # TMA --------------------------------------------------------------------------------------

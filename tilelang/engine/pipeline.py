@@ -1,7 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
     LayoutInference -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> RoundLowPrecisionStores -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
@@ -19,7 +19,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import check_bounds, pass_config, round_storage
+from ..transform import check_bounds, debug_barriers, pass_config, round_storage
 
 NAME = "tilelang"
 
@@ -34,6 +34,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.LowerParallelLoops(),
         tl_transform.InjectAsyncWaits(),
         tl_transform.LowerAsyncResources(),
+        debug_barriers.DebugBarriers(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),
         tl_transform.LowerKernelLaunch(),

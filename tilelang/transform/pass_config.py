@@ -25,6 +25,13 @@ class PassConfigKey(str, Enum):
     TL_DISABLE_VECTORIZE = "tirx.disable_vectorize"
     TL_CONFIG_INDEX_BITWIDTH = "tl.config_index_bitwidth"
     TL_DISABLE_BOUNDS_CHECK = "tl.disable_bounds_check"  # CPU: no OutOfBoundsError checks
+    # CUDA: every mbarrier wait gives up after a bounded number of tries, prints block, thread,
+    # barrier, stage and parity, and traps (True: 2**20 tries; an int: that many)
+    TL_DEBUG_BARRIERS = "tl.debug_barriers"
+    # sm_90a warp specialization: setmaxnreg targets of the producer warpgroup and of each
+    # consumer warpgroup (registers per thread; multiples of 8 in 24..256)
+    TL_WS_PRODUCER_REGS = "tl.ws_producer_max_nreg"
+    TL_WS_CONSUMER_REGS = "tl.ws_consumer_max_nreg"
 
     def __str__(self) -> str:
         return self.value
