@@ -27,6 +27,13 @@ def main():
     ragged = tilelang.compile(matmul(200, 136, 96, 64, 64, 32, num_stages=3), out_idx=[2])
     ra, rb = a[:200, :96].contiguous(), b[:96, :136].contiguous()
     rc = ragged(ra, rb)
+    sm80 = tilelang.compile(matmul(256, 256, 256, 128, 128, 32, num_stages=3), out_idx=[2],
+                            pass_configs={"tl.disable_wgmma": True, "tl.disable_tma_lower": True,
+                                          "tl.disable_warp_specialized": True})
+    c80 = sm80(a, b)
+    src = gemm.get_kernel_source()
+    print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
+          "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
     fa = example("flash_attention/example_mha_fwd.py")
     attn = tilelang.compile(fa.flashattn(1, 2, 200, 64, True, num_stages=2), out_idx=[3])
     q, k, v = (torch.randn(1, 200, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
@@ -40,9 +47,10 @@ def main():
     torch.cuda.synchronize()
     errs = [float((c.float() - (a.float() @ b.float())).abs().max()),
             float((rc.float() - (ra.float() @ rb.float())).abs().max()),
+            float((c80.float() - (a.float() @ b.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((gb - ga).abs().max())]
-    print("max errors (gemm, ragged gemm, attention, thread groups):", errs)
+    print("max errors (gemm, ragged gemm, sm80-path gemm, attention, thread groups):", errs)
 
 
 if __name__ == "__main__":
