@@ -31,6 +31,7 @@ from .errors import (  # noqa: F401
 )
 from .jit import JITKernel, clear_cache, compile, disable_cache, enable_cache, jit  # noqa: F401
 from .jit.library import load  # noqa: F401
+from .jit.par_compile import par_compile  # noqa: F401
 from .math import cdiv  # noqa: F401
 from .transform.pass_config import PassConfigKey  # noqa: F401
 from .utils.tensor import TensorSupplyType  # noqa: F401

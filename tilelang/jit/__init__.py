@@ -89,6 +89,34 @@ class _JITFunction:
     def clear_cache(self) -> None:
         self._kernels.clear()
 
+    def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
+        """The kernel for these arguments (as calling the function gives it)."""
+        return self(*args, **kwargs)
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> tirx.PrimFunc:
+        """The ``T.prim_func`` the function builds for these arguments."""
+        return self.fn(*args, **kwargs)
+
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
+        return self(*args, **kwargs).get_kernel_source()
+
+    def par_compile(self, configs: Sequence, num_workers: int | None = None,
+                    ignore_error: bool = False) -> list:
+        """The kernel of each configuration (a dict of keyword arguments or a tuple)."""
+        from .par_compile import compile_each
+
+        return compile_each(self, configs, ignore_error)
+
+
+def _jit_function(fn: Callable, options: dict):
+    """The eager style (``tilelang/jit/eager.py``) when ``fn`` is written in it, else a
+    function returning a ``T.prim_func``."""
+    from .eager import EagerJITFunction, is_eager
+
+    if is_eager(fn):
+        return functools.update_wrapper(EagerJITFunction(fn, options), fn, updated=())
+    return _JITFunction(fn, options)
+
 
 def jit(
     func: Callable | None = None,
@@ -109,8 +137,8 @@ def jit(
                    target_host=target_host, verbose=verbose, pass_configs=pass_configs,
                    compile_flags=compile_flags)
     if func is not None:
-        return _JITFunction(func, options)
-    return lambda fn: _JITFunction(fn, options)
+        return _jit_function(func, options)
+    return lambda fn: _jit_function(fn, options)
 
 
 __all__ = ["JITKernel", "clear_cache", "compile", "disable_cache", "enable_cache", "jit"]

@@ -10,6 +10,7 @@ from tvm.script.tirx import *
 from tvm.script.tirx import macro
 
 from .dtypes import *  # T.float16 ... as dtype objects (str subclasses), T.dtype
+from .eager import const, empty
 
 from ..ops.annotate import annotate_layout, use_swizzle
 from ..ops.atomic import atomic_add, atomic_max, atomic_min
@@ -18,16 +19,6 @@ from ..ops.cumsum import cumsum
 from ..ops.fill import clear, fill
 from ..ops.gemm import GemmWarpPolicy, gemm
 from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
-from .barrier import (
-    alloc_barrier,
-    barrier_arrive,
-    barrier_wait,
-    fence_proxy_async,
-    mbarrier_arrive,
-    mbarrier_expect_tx,
-    mbarrier_wait_parity,
-    tma_copy,
-)
 from .barrier import (
     alloc_barrier,
     barrier_arrive,

@@ -66,7 +66,9 @@ class dtype(tvm.DataType):  # noqa: N801  (the public name is ``T.dtype``)
 
     ``T.dtype(x)`` accepts a name, a torch dtype, a Python type or another dtype object."""
 
-    __slots__ = ()
+    # TVMScript keeps ``dtype = T.float16`` in a kernel body a Python value (not an IR
+    # variable) for "meta class" objects; it records a name in the instance's __dict__.
+    _is_meta_class = True
 
     def __new__(cls, value: Any) -> "dtype":
         if isinstance(value, cls):
