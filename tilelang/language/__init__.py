@@ -11,6 +11,7 @@ from tvm.script.tirx import macro
 
 from .dtypes import *  # T.float16 ... as dtype objects (str subclasses), T.dtype
 from .eager import const, empty
+from .intrinsics import *  # T.clamp, T.sync_threads, T.__exp ...
 
 from ..ops.annotate import annotate_layout, use_swizzle
 from ..ops.atomic import atomic_add, atomic_max, atomic_min

@@ -85,28 +85,48 @@ def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool):
     return Reduce(src=s, dst=d, kind=kind, dim=dim, clear=bool(clear)).to_call()
 
 
-def reduce_max(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+def _public_options(kind: str, batch: Any, nan_propagate: Any) -> None:
+    """The public signature's tuning arguments: ``batch`` (rows reduced together, a
+    scheduling hint that does not change the result) is accepted; ``nan_propagate=True``
+    (a NaN operand makes the max/min NaN) is not implemented and is refused."""
+    opname = f"T.reduce_{kind}"
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise TileOpError(f"{opname}: batch must be a positive int, got {batch!r}")
+    if nan_propagate:
+        raise TileOpError(f"{opname}: nan_propagate=True is not supported by this tilelang "
+                          f"(max/min follow the default, non-propagating semantics)")
+
+
+def reduce_max(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False):
     """``out = max(buffer, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    _public_options("max", batch, nan_propagate)
     return _reduce("max", buffer, out, dim, clear)
 
 
-def reduce_min(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+def reduce_min(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+               nan_propagate: bool = False):
     """``out = min(buffer, axis=dim)``; ``clear=False`` gives ``min(out, ...)``."""
+    _public_options("min", batch, nan_propagate)
     return _reduce("min", buffer, out, dim, clear)
 
 
-def reduce_sum(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+def reduce_sum(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1):
     """``out = sum(buffer, axis=dim)``; ``clear=False`` gives ``out + ...``."""
+    _public_options("sum", batch, False)
     return _reduce("sum", buffer, out, dim, clear)
 
 
-def reduce_abssum(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+def reduce_abssum(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1):
     """``out = sum(|buffer|, axis=dim)``; ``clear=False`` gives ``out + ...``."""
+    _public_options("abssum", batch, False)
     return _reduce("abssum", buffer, out, dim, clear)
 
 
-def reduce_absmax(buffer: Any, out: Any, dim: int = -1, clear: bool = True):
+def reduce_absmax(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
+                  nan_propagate: bool = False):
     """``out = max(|buffer|, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    _public_options("absmax", batch, nan_propagate)
     return _reduce("absmax", buffer, out, dim, clear)
 
 

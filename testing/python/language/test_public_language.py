@@ -1,0 +1,78 @@
+"""Language names of the public TileLang: T.dynamic with several names, T.clamp,
+T.sync_threads, the fast-math spellings and the reductions' batch / nan_propagate."""
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import DSLError
+
+
+def test_dynamic_with_several_names_gives_several_sizes():
+    m, n = T.dynamic("m, n")
+    assert (m.name, n.name) == ("m", "n")
+    assert T.dynamic("k").name == "k"
+    with pytest.raises(DSLError, match="identifiers"):
+        T.dynamic("m, 2n")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, n), T.float32), B: T.Tensor((m, n), T.float32)):
+        with T.Kernel(m, threads=32) as bx:
+            for j in T.serial(n):
+                B[bx, j] = T.clamp(A[bx, j], -0.5, 0.5)
+
+    kernel = tilelang.compile(main, target="cpu")
+    a, b = torch.randn(5, 7), torch.empty(5, 7)
+    kernel(a, b)
+    torch.testing.assert_close(b, a.clamp(-0.5, 0.5))
+
+
+def test_fast_math_spellings_compute_the_function():
+    @T.prim_func
+    def main(A: T.Tensor((16,), T.float32), B: T.Tensor((16,), T.float32)):
+        with T.Kernel(1, threads=16) as bx:
+            for i in T.Parallel(16):
+                B[i] = T.__exp(A[i]) + T.__log2(T.abs(A[i]) + 1) + T.__sin(A[i])
+
+    kernel = tilelang.compile(main, out_idx=[1], target="cpu")
+    a = torch.randn(16)
+    torch.testing.assert_close(kernel(a), a.exp() + (a.abs() + 1).log2() + a.sin())
+
+
+def test_sync_threads_is_a_block_barrier():
+    @T.prim_func
+    def main(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((64,), T.float32)
+            tx = T.get_thread_binding()
+            S[tx] = A[tx]
+            T.sync_threads()
+            B[tx] = S[63 - tx]
+
+    assert "__syncthreads()" in tilelang.lower(main, target="cuda -arch=sm_80").kernel_source
+    with pytest.raises(DSLError, match="named-barrier form"):
+        T.sync_threads(1, 128)
+
+
+def _row_max(batch=1, nan_propagate=False):
+    @T.prim_func
+    def main(A: T.Tensor((8, 32), T.float32), B: T.Tensor((8,), T.float32)):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((8, 32), T.float32)
+            r = T.alloc_fragment((8,), T.float32)
+            T.copy(A, f)
+            T.reduce_max(f, r, dim=1, batch=batch, nan_propagate=nan_propagate)
+            T.copy(r, B)
+
+    return main
+
+
+def test_reduce_batch_is_a_hint_and_nan_propagate_is_refused():
+    kernel = tilelang.compile(_row_max(batch=4), out_idx=[1], target="cpu")
+    a = torch.randn(8, 32)
+    torch.testing.assert_close(kernel(a), a.amax(dim=1))
+    with pytest.raises(DSLError, match="reduce_max: nan_propagate=True is not supported"):
+        _row_max(nan_propagate=True)
+    with pytest.raises(DSLError, match="batch must be a positive int"):
+        _row_max(batch=0)
