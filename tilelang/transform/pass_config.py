@@ -32,6 +32,18 @@ class PassConfigKey(str, Enum):
     # consumer warpgroup (registers per thread; multiples of 8 in 24..256)
     TL_WS_PRODUCER_REGS = "tl.ws_producer_max_nreg"
     TL_WS_CONSUMER_REGS = "tl.ws_consumer_max_nreg"
+    # Public TileLang keys accepted with no effect here (docs/compatibility.md says why):
+    TL_DISABLE_FAST_MATH = "tl.disable_fast_math"  # fast math is already off by default
+    TL_DISABLE_THREAD_STORAGE_SYNC = "tl.disable_thread_storage_sync"  # syncs stay (safe)
+    TL_DISABLE_DATA_RACE_CHECK = "tl.disable_data_race_check"  # no such check here
+    TL_ENABLE_ASYNC_COPY = "tl.enable_async_copy"  # cp.async is chosen by the pipeline
+    TL_DISABLE_VECTORIZE_256 = "tl.disable_vectorize_256"
+    TL_ENABLE_AGGRESSIVE_SHARED_MEMORY_MERGE = "tl.enable_aggressive_shared_memory_merge"
+    TL_ENABLE_VECTORIZE_PLANNER_VERBOSE = "tl.enable_vectorize_planner_verbose"
+    TL_REDUCER_FORCE_BASELINE = "tl.reducer_force_baseline"
+    TL_PTXAS_REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
+    TL_DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
+    TL_ENABLE_PTXAS_VERBOSE_OUTPUT = "tl.enable_ptxas_verbose_output"
 
     def __str__(self) -> str:
         return self.value

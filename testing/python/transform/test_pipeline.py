@@ -47,3 +47,12 @@ def test_dump_ir_env_var(tmp_path, monkeypatch):
     monkeypatch.setenv("TILELANG_DUMP_IR", str(tmp_path / "ir"))
     tilelang.compile(copy_kernel(), out_idx=[1], target="cpu")
     assert any(p.name.endswith("_tl_LowerTileOps.py") for p in (tmp_path / "ir").iterdir())
+
+
+def test_public_pass_config_keys_are_accepted():
+    keys = tilelang.PassConfigKey
+    configs = {keys.TL_DISABLE_THREAD_STORAGE_SYNC: True, keys.TL_DISABLE_FAST_MATH: True,
+               keys.TL_PTXAS_REGISTER_USAGE_LEVEL: 10, keys.TL_ENABLE_ASYNC_COPY: True}
+    kernel = tilelang.compile(copy_kernel(M=32), out_idx=[1], target="cpu", pass_configs=configs)
+    a = torch.randn(32, 8)
+    torch.testing.assert_close(kernel(a), a + 2)
