@@ -9,8 +9,15 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import logging
+
 import tvm  # noqa: F401  (``from tilelang import tvm``: the TVM this tilelang compiles with)
 from tvm import DataType  # noqa: F401
+
+# Programs written for the public TileLang annotate with ``tvm.tirx.PrimExpr``; TVM 0.27 calls
+# the scalar expression type ``tvm.tirx.Expr``.
+if not hasattr(tvm.tirx, "PrimExpr"):
+    tvm.tirx.PrimExpr = tvm.tirx.Expr
 
 from . import language  # noqa: F401  (registers the tile operators)
 from . import math  # noqa: F401
@@ -35,3 +42,8 @@ from .jit.par_compile import par_compile  # noqa: F401
 from .math import cdiv  # noqa: F401
 from .transform.pass_config import PassConfigKey  # noqa: F401
 from .utils.tensor import TensorSupplyType  # noqa: F401
+
+
+def set_log_level(level: int | str) -> None:
+    """Set the level of tilelang's logger (``"WARNING"``, ``logging.INFO`` ...)."""
+    logging.getLogger("tilelang").setLevel(level)

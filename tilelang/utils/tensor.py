@@ -66,3 +66,10 @@ def as_list(x: Any) -> list:
     if isinstance(x, (list, tuple)):
         return list(x)
     return [x]
+
+
+def torch_assert_close(*args: Any, **kwargs: Any) -> None:
+    """``tilelang.testing.torch_assert_close`` (the public TileLang also exports it here)."""
+    from ..testing import torch_assert_close as check
+
+    check(*args, **kwargs)

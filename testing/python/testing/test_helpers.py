@@ -104,3 +104,17 @@ def test_top_level_reexports():
 
     assert tvm is real_tvm
     assert tilelang.DataType("bfloat16").bits == 16
+
+
+def test_public_aliases():
+    import logging
+
+    import tvm
+
+    from tilelang.utils.tensor import torch_assert_close
+
+    torch_assert_close(torch.ones(3), torch.ones(3))
+    assert tvm.tirx.PrimExpr is tvm.tirx.Expr
+    tilelang.set_log_level("ERROR")
+    assert logging.getLogger("tilelang").level == logging.ERROR
+    tilelang.set_log_level("WARNING")
