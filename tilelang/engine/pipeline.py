@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LayoutInference -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> RoundLowPrecisionStores -> TVM's "tirx" pipeline
 
@@ -19,7 +19,8 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import check_bounds, debug_barriers, pass_config, round_storage
+from ..transform import (check_bounds, debug_barriers, pass_config, round_storage,
+                         warp_specialize)
 
 NAME = "tilelang"
 
@@ -28,6 +29,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
     return [
         tl_transform.LayoutInference(),
+        warp_specialize.WarpSpecialize(),
         tl_transform.InjectSoftwarePipeline(),
         check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),

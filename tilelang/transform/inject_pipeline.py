@@ -32,6 +32,7 @@ from tvm.ir import Range
 import logging
 
 from ..engine.target import is_cpu
+from ..errors import LoweringError
 from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
@@ -41,11 +42,12 @@ from . import pipeline_schedule as schedule
 from .ir import map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
-from .pipeline_protocol import CpAsyncProtocol, MbarrierProtocol
+from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
+                                MbarrierProtocol, WarpSpecializedProtocol)
 
 log = logging.getLogger("tilelang")
 
-_KEYS = set(PIPELINE_KEYS.values())
+_KEYS = set(PIPELINE_KEYS.values()) | {WS_ROLE, WS_LOOP, WS_PARTITION}
 SHARED = ("shared", "shared.dyn")
 
 
@@ -114,6 +116,7 @@ class _Pipeline(StmtMutator):
         self.group: ThreadGroup | None = None
         self.tx = None
         self.tiles = {}  # shared tile key -> annotations of its allocation
+        self.rings: dict[int, WarpSpecializedProtocol] = {}  # WS_LOOP id -> its ring
         for a in find_all(func_body, tirx.AllocBuffer):
             self.tiles.setdefault(_key(a.buffer), dict(a.annotations))
 
@@ -154,14 +157,9 @@ class _Pipeline(StmtMutator):
         finally:
             self.group = old
 
-    def visit_For(self, s):
-        n = int(s.annotations.get("num_stages", 0)) if "num_stages" in s.annotations else 0
-        body = self(s.body)
-        plain = tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                         {k: v for k, v in s.annotations.items() if k not in _KEYS}, s.step)
-        if n < 2:
-            return plain
-        stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    def plan(self, s, stmts) -> schedule.Schedule | None:
+        """The schedule of the pipelined loop ``s`` (body ``stmts``) with the producers that can
+        be issued ahead, or ``None`` when none can (the loop then runs plainly)."""
         sched = schedule.plan(s, stmts, lambda i: _is_async_copy(stmts[i]),
                               lambda i: _buffers_used(stmts[i]) if i is not None else set(),
                               lambda i: _written_shared(stmts[i]))
@@ -171,8 +169,21 @@ class _Pipeline(StmtMutator):
             earlier = set().union(*[_buffers_used(stmts[j]) for j in range(i)]) if i else set()
             if not written or written & outside or written & earlier:
                 sched = sched.without_producer(i)
-        if not sched.producers:
+        return sched if sched.producers else None
+
+    def visit_For(self, s):
+        n = int(s.annotations.get("num_stages", 0)) if "num_stages" in s.annotations else 0
+        body = self(s.body)
+        plain = tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                         {k: v for k, v in s.annotations.items() if k not in _KEYS}, s.step)
+        if n < 2:
             return plain
+        stmts = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+        sched = self.plan(s, stmts)
+        if sched is None:
+            return plain
+        if WS_ROLE in s.annotations:
+            return self.rewrite_specialized(s, stmts, sched)
         return self.rewrite(s, stmts, sched)
 
     def rewrite(self, s, stmts, sched: schedule.Schedule):
@@ -229,14 +240,64 @@ class _Pipeline(StmtMutator):
         loop = tirx.For(k, tirx.const(0, "int32"), trip, tirx.ForKind.SERIAL, seq(steady))
         return seq(prologue + [loop] + proto.drain(trip))
 
+    def rewrite_specialized(self, s, stmts, sched: schedule.Schedule):
+        """One role of a warp-specialized loop (``WarpSpecialize`` made a producer copy and a
+        consumer copy of it, with the same ``WS_LOOP`` id): the producer group runs only the
+        producers, each iteration into the ring slot the empty barrier frees; the consumer
+        group waits on the slot's full barrier, consumes, and arrives on its empty barrier.
+        No prologue: the producer runs ahead by itself, bounded by the ring."""
+        role, loop_id = str(s.annotations[WS_ROLE]), int(s.annotations[WS_LOOP])
+        n = sched.num_stages
+        remap = {}
+        for i in sched.producers:
+            for b in _written_shared_buffers(stmts[i]):
+                if _key(b) not in self.staged:
+                    new = tirx.decl_buffer([n] + list(b.shape), b.dtype, b.name,
+                                           scope=b.scope())
+                    self.staged[_key(b)] = (b, new)
+                remap[_key(b)] = self.staged[_key(b)][1]
+        head = []
+        proto = self.rings.get(loop_id)
+        if proto is None:
+            kind, nbytes = self.protocol_for(s, stmts, sched)
+            if kind is not MbarrierProtocol:
+                raise LoweringError(f"warp specialization of the loop over {s.loop_var.name}: "
+                                    "its producers are no longer TMA copies")
+            c_off, c_cnt, p_off, p_cnt = (int(x) for x in s.annotations[WS_PARTITION])
+            consumers, producers = ThreadGroup(c_off, c_cnt), ThreadGroup(p_off, p_cnt)
+            proto = WarpSpecializedProtocol(n, consumers, producers, nbytes,
+                                            producers.rank(self.tx),
+                                            name=f"{s.loop_var.name}_pipe")
+            self.rings[loop_id] = proto
+            head = proto.allocations()
+        v, lo, trip = s.loop_var, s.min, s.extent
+        k = tirx.Var(v.name, str(v.ty))
+        slot = proto.slot(k)
+        if role == "producer":
+            body = proto.acquire(k, slot)
+            for i in sched.producers:
+                st = substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k})
+                body.append(proto.producer(st, True, slot))
+        else:
+            body = proto.ready(k, slot)
+            for i in sched.order:
+                if not sched.is_producer(i):
+                    body.append(substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k}))
+            body += proto.release(k, slot)
+        loop = tirx.For(k, tirx.const(0, "int32"), trip, tirx.ForKind.SERIAL, seq(body))
+        return seq(head + [loop] + proto.drain(trip))
+
 
 def _without(root, loop):
-    """``root`` with ``loop`` replaced by a no-op (to see what the rest of the program uses)."""
+    """``root`` with ``loop`` replaced by a no-op (to see what the rest of the program uses);
+    the other role's copy of a warp-specialized loop goes too."""
     k = _key(loop)
+    ws = int(loop.annotations[WS_LOOP]) if WS_LOOP in loop.annotations else None
 
     class _Drop(StmtMutator):
         def visit_For(self, s):
-            if _key(s) == k:
+            if _key(s) == k or (ws is not None and WS_LOOP in s.annotations and
+                                int(s.annotations[WS_LOOP]) == ws):
                 return tirx.Evaluate(tirx.const(0, "int32"))
             return self.generic(s)
 

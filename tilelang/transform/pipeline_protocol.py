@@ -31,6 +31,14 @@ from ..ops.copy import KERNEL_VAR, MBARRIER
 from .lower_tile_ops import ASYNC_COPY, TMA_PRODUCER
 
 
+# Annotations ``WarpSpecialize`` puts on the two copies of a warp-specialized loop: the role
+# ("producer" / "consumer"), the loop's id (shared by both copies) and the partition
+# ``[consumer offset, consumer count, producer offset, producer count]``.
+WS_ROLE = "tl.ws_role"
+WS_LOOP = "tl.ws_loop"
+WS_PARTITION = "tl.ws_partition"
+
+
 def _stmt(call) -> tirx.Stmt:
     return tirx.Evaluate(call)
 
@@ -160,3 +168,21 @@ class MbarrierProtocol(Protocol):
     def drain(self, trip=None):
         base = tirx.BufferLoad(self.base, [0])
         return [tirx.BufferStore(self.base, base + trip, [0])]
+
+
+class WarpSpecializedProtocol(MbarrierProtocol):
+    """The mbarrier ring split between two thread groups (warp specialization): the
+    ``producers`` group's first thread waits on ``empty[s]``, arms ``full[s]`` with
+    ``arrive.expect_tx`` and issues the TMA loads; every thread of the ``consumers`` group
+    waits on ``full[s]`` and arrives on ``empty[s]`` when done.  Arrive counts: ``full`` 1,
+    ``empty`` the consumers' thread count.  Parities as in :class:`MbarrierProtocol`; each
+    group advances its own copy of the ring base after the loop."""
+
+    def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
+                 nbytes: int, producer_rank, name: str = "pipe"):
+        super().__init__(num_stages, consumers, 0, nbytes, producer_rank, name=name)
+        self.consumers, self.producers = consumers, producers
+
+    @property
+    def arrive_counts(self) -> tuple[list, list]:
+        return [1] * self.n, [self.consumers.count] * self.n

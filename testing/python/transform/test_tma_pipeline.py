@@ -26,7 +26,9 @@ def calls(func, name):
 
 
 def lowered(prog, target=SM90, **cfg):
-    mod = tilelang.lower(prog, target=target, stage="tile", pass_configs=cfg or None)
+    # the non-specialized ring (warp specialization: test_warp_specialize.py)
+    cfg = {"tl.disable_warp_specialized": True, **cfg}
+    mod = tilelang.lower(prog, target=target, stage="tile", pass_configs=cfg)
     return mod[mod.get_global_vars()[0]]
 
 

@@ -1,0 +1,154 @@
+"""Warp-specialized kernels (sm_90a).
+
+CPU (nvcc): the default sm_90a GEMM's PTX holds ``setmaxnreg`` (the producer's decrease, the
+consumers' increase with two consumer warp groups) and none with
+``tl.disable_warp_specialized``.  GPU (sm_90, each kernel in a subprocess under ``timeout``,
+since a wrong barrier count hangs the GPU): results against torch for the warp-specialized
+GEMM (one and two consumer warp groups, trip counts 1 and 2 with 3 stages, a dynamic K), a
+Q tile loaded before the loop, two pipelined loops in one kernel, a loop under an ``if`` (both
+branches), each checked to be specialized (the launch has the producer warp group)."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tilelang
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from programs import matmul  # noqa: E402
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def _ptx(prog, **cfg):
+    from tilelang.engine.cuda import nvcc_compile
+
+    src = tilelang.compile(prog, target=SM90, pass_configs=cfg or None).get_kernel_source()
+    return src, nvcc_compile(src, "sm_90a", "ptx").decode()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_default_sm90a_gemm_ptx_has_setmaxnreg():
+    src, ptx = _ptx(matmul(1024, 1024, 1024, 128, 128, 64, num_stages=3, threads=256))
+    assert "__launch_bounds__(384)" in src
+    assert re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32 \d+", ptx) == [
+        "setmaxnreg.inc.sync.aligned.u32 240", "setmaxnreg.dec.sync.aligned.u32 24"]
+    _, ptx = _ptx(matmul(1024, 1024, 1024, 128, 64, 64, num_stages=3, threads=128))
+    assert "setmaxnreg.dec.sync.aligned.u32 24" in ptx
+    src, ptx = _ptx(matmul(1024, 1024, 1024, 128, 128, 64, num_stages=3, threads=256),
+                    **{"tl.disable_warp_specialized": True})
+    assert "setmaxnreg" not in ptx and "__launch_bounds__(256)" in src
+
+
+def _has_sm90() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+    except Exception:
+        return False
+
+
+gpu = [pytest.mark.gpu, pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU")]
+
+
+def run(tmp_path, code: str, timeout: int = 240) -> None:
+    """Run ``code`` from a file in a fresh interpreter under ``timeout``; fails on a non-zero
+    exit or a hang."""
+    script = tmp_path / "ws_case.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(HERE)!r})
+        sys.path.insert(0, {os.path.join(os.path.dirname(HERE), "transform")!r})
+        import torch, tilelang
+        import tilelang.language as T
+        from programs import matmul
+        from test_warp_specialize import q_then_loop, two_loops, loop_under_if
+
+        def specialized(k, threads):
+            src = k.get_kernel_source()
+            assert f"__launch_bounds__({{threads}})" in src, "expected the producer warp group"
+    """) + textwrap.dedent(code))
+    try:
+        proc = subprocess.run(["timeout", str(timeout), sys.executable, str(script)],
+                              capture_output=True, text=True, timeout=timeout + 30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"kernel did not finish within {timeout} s (barrier hang?)")
+    out = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode != 124, f"kernel hung (timeout {timeout} s)\n" + out
+    assert proc.returncode == 0, out
+
+
+GEMM = """
+    M, N, K, threads, bn = {M}, {N}, {K}, {threads}, {bn}
+    prog = matmul(M, N, K, 128, bn, 64, num_stages=3, threads=threads)
+    k = tilelang.compile(prog, out_idx=[2], target="cuda")
+    specialized(k, threads + 128)
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+"""
+
+
+@pytest.mark.parametrize("threads,bn", [(128, 64), (256, 128)])
+@pytest.mark.parametrize("K", [64, 128, 1024])
+def test_ws_gemm(tmp_path, threads, bn, K):
+    run(tmp_path, GEMM.format(M=512, N=512, K=K, threads=threads, bn=bn))
+
+
+def test_ws_gemm_dynamic_k(tmp_path):
+    run(tmp_path, """
+        K = T.dynamic("K")
+        k = tilelang.compile(matmul(256, 256, K, 128, 64, 64, num_stages=3), out_idx=[2],
+                             target="cuda")
+        specialized(k, 256)
+        for kk in (64, 192, 1024):
+            a = torch.randn(256, kk, device="cuda", dtype=torch.float16)
+            b = torch.randn(kk, 256, device="cuda", dtype=torch.float16)
+            torch.testing.assert_close(k(a, b).float(), a.float() @ b.float(), rtol=1e-2,
+                                       atol=1e-2)
+    """)
+
+
+def test_ws_copy_before_loop(tmp_path):
+    run(tmp_path, """
+        k = tilelang.compile(q_then_loop(), out_idx=[2], target="cuda")
+        specialized(k, 256)
+        q = torch.randn(256, 64, device="cuda", dtype=torch.float16)
+        kk = torch.randn(256, 64, device="cuda", dtype=torch.float16)
+        ref = (q.float() @ kk.float().T).sum(dim=1)
+        torch.testing.assert_close(k(q, kk), ref, rtol=1e-2, atol=5e-2)
+    """)
+
+
+def test_ws_two_loops(tmp_path):
+    run(tmp_path, """
+        k = tilelang.compile(two_loops(), out_idx=[4], target="cuda")
+        specialized(k, 256)
+        a, a2 = (torch.randn(256, 256, device="cuda", dtype=torch.float16) for _ in range(2))
+        b, b2 = (torch.randn(256, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+        ref = a.float() @ b.float() + a2.float() @ b2.float()
+        torch.testing.assert_close(k(a, b, a2, b2), ref, rtol=1e-2, atol=1e-2)
+    """)
+
+
+def test_ws_loop_under_if(tmp_path):
+    run(tmp_path, """
+        k = tilelang.compile(loop_under_if(), out_idx=[3], target="cuda")
+        specialized(k, 256)
+        a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+        f = torch.zeros(2, device="cuda", dtype=torch.int32)
+        torch.testing.assert_close(k(a, b, f, 1), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+        assert torch.count_nonzero(k(a, b, f, 0)) == 0
+    """)
+
+
+for _name in [n for n in dir() if n.startswith("test_ws_")]:
+    for _m in gpu:
+        globals()[_name] = _m(globals()[_name])

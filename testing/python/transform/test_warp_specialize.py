@@ -1,0 +1,270 @@
+"""Automatic warp specialization (sm_90a) at pass level: the producer/consumer split, the
+ring's arrive counts, the register numbers, and the fallbacks with their reasons.  The
+programs here are also run on the GPU by ``testing/python/cuda/test_cuda_ws.py``."""
+
+import logging
+import os
+import sys
+
+import pytest
+import tvm
+from tvm import tirx
+
+import tilelang
+import tilelang.language as T
+from tilelang.device.thread_group import GROUP_ATTR, group_of
+from tilelang.transform.ir import find_all
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from programs import matmul  # noqa: E402
+
+SM90 = "cuda -arch=sm_90a"
+
+
+# programs ---------------------------------------------------------------------------------
+def q_then_loop(S=256, D=64, bm=64, bn=64, stages=2, threads=128):
+    """Attention-shaped: a Q tile loaded before the loop, K tiles streamed by the loop,
+    O = sum over the K tiles of Q @ K^T row sums (a plain reduction, checked against torch)."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), "float16"), K: T.Tensor((S, D), "float16"),
+             O: T.Tensor((S,), "float32")):
+        with T.Kernel(S // bm, threads=threads) as bx:
+            Q_s = T.alloc_shared((bm, D), "float16")
+            K_s = T.alloc_shared((bn, D), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            row = T.alloc_fragment((bm,), "float32")
+            tot = T.alloc_fragment((bm,), "float32")
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.clear(tot)
+            for k in T.Pipelined(S // bn, num_stages=stages):
+                T.copy(K[k * bn, 0], K_s)
+                T.clear(acc)
+                T.gemm(Q_s, K_s, acc, transpose_B=True)
+                T.reduce_sum(acc, row, dim=1)
+                for i in T.Parallel(bm):
+                    tot[i] += row[i]
+            T.copy(tot, O[bx * bm])
+
+    return main
+
+
+def two_loops(M=256, N=128, K=256, bm=128, bn=128, bk=64, threads=128):
+    """C = A @ B + A2 @ B2 as two pipelined loops into one accumulator."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             A2: T.Tensor((M, K), "float16"), B2: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            A2_s = T.alloc_shared((bm, bk), "float16")
+            B2_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // bk, num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            for j in T.Pipelined(K // bk, num_stages=2):
+                T.copy(A2[by * bm, j * bk], A2_s)
+                T.copy(B2[j * bk, bx * bn], B2_s)
+                T.gemm(A2_s, B2_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+def loop_under_if(M=256, N=128, K=256, bm=128, bn=128, bk=64, threads=128, from_memory=False):
+    """C = A @ B for the blocks whose ``flag`` (a scalar argument, or ``F[by]`` when
+    ``from_memory``) is non-zero; C = 0 elsewhere."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             F: T.Tensor((M // bm,), "int32"), C: T.Tensor((M, N), "float32"), flag: T.int32):
+        with T.Kernel(N // bn, M // bm, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            if (F[by] if from_memory else flag) != 0:
+                for k in T.Pipelined(K // bk, num_stages=3):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[k * bk, bx * bn], B_s)
+                    T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+def stream_sum(M=512, threads=128):
+    """Y[r, c] = sum over the 64-row tiles of A: one TMA producer, a T.Parallel consumer."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, 64), "float16"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=threads):
+            S = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            T.clear(F)
+            for k in T.Pipelined(M // 64, num_stages=2):
+                T.copy(A[k * 64, 0], S)
+                for r, c in T.Parallel(64, 64):
+                    F[r, c] += S[r, c]
+            T.copy(F, Y)
+
+    return main
+
+
+# helpers ----------------------------------------------------------------------------------
+def lowered(prog, **cfg):
+    mod = tilelang.lower(prog, target=SM90, stage="tile", pass_configs=cfg or None)
+    return mod[mod.get_global_vars()[0]]
+
+
+def dev_calls(node, name):
+    return find_all(node, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
+                    c.op.name == f"tl.device.{name}")
+
+
+def block_threads(func) -> int:
+    (a,) = find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent" and
+                    a.node.thread_tag == "threadIdx.x")
+    return int(a.value)
+
+
+def regions(func) -> dict:
+    """(offset, count) -> the region's body, for each thread-group region."""
+    return {(g.offset, g.count): a.body for a in
+            find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == GROUP_ATTR)
+            for g in [group_of(a)]}
+
+
+def split_summary(func):
+    """Printed: block size, each region with its TMA loads, waits, arrivals and setmaxnreg."""
+    out = {"threads": block_threads(func)}
+    for (off, cnt), body in sorted(regions(func).items()):
+        regs = [(int(c.args[0]), bool(c.args[1])) for c in dev_calls(body, "setmaxnreg")]
+        out[(off, cnt)] = dict(tma=len(dev_calls(body, "tma_load")),
+                               wait=len(dev_calls(body, "mbarrier_wait")),
+                               arrive=len(dev_calls(body, "mbarrier_arrive")),
+                               arm=len(dev_calls(body, "mbarrier_arrive_expect_tx")),
+                               regs=regs)
+    out["arrive_counts"] = [int(c.args[1]) for c in dev_calls(func.body, "mbarrier_init")]
+    print(out)
+    return out
+
+
+# the split ---------------------------------------------------------------------------------
+def test_gemm_two_consumer_groups_split_and_registers():
+    f = lowered(matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256))
+    s = split_summary(f)
+    assert s["threads"] == 384  # 256 user threads + a producer warp group after them
+    # consumers wait on full, arrive on empty, raise their registers; no TMA
+    assert s[(0, 256)] == dict(tma=0, wait=1, arrive=1, arm=0, regs=[(240, True)])
+    # the producer waits on empty, arms full with expect_tx, issues the loads (A; B's 256-byte
+    # rows as two 128-byte-swizzled panels), gives registers back
+    assert s[(256, 128)] == dict(tma=3, wait=1, arrive=0, arm=1, regs=[(24, False)])
+    # full: one arrival (the producer's arrive.expect_tx); empty: the 256 consumer threads
+    assert s["arrive_counts"] == [1, 1, 1, 256, 256, 256]
+    (arm,) = dev_calls(f.body, "mbarrier_arrive_expect_tx")
+    assert int(arm.args[1]) == (128 * 64 + 64 * 128) * 2
+    text = f.script()
+    # only the producer group's first thread issues; consumers keep tx as the user wrote it
+    assert "if tx - 256 == 0:" in text and "if tx < 256:" in text and "if tx >= 256:" in text
+
+
+def test_gemm_one_consumer_group_only_producer_gives_registers():
+    f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3, threads=128))
+    s = split_summary(f)
+    assert s["threads"] == 256 and s["arrive_counts"] == [1, 1, 1, 128, 128, 128]
+    # a 256-thread block starts with 248 registers per thread: more than the 240 asked for
+    assert s[(0, 128)]["regs"] == [] and s[(128, 128)]["regs"] == [(24, False)]
+
+
+def test_disable_warp_specialized():
+    f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3),
+                **{"tl.disable_warp_specialized": True})
+    assert block_threads(f) == 128 and not regions(f) and not dev_calls(f.body, "setmaxnreg")
+
+
+def test_register_numbers_from_configs_and_the_pool_check():
+    prog = matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256)
+    s = split_summary(lowered(prog, **{"tl.ws_producer_max_nreg": 40,
+                                       "tl.ws_consumer_max_nreg": 232}))
+    assert s[(0, 256)]["regs"] == [(232, True)] and s[(256, 128)]["regs"] == [(40, False)]
+    # 128 x (24 + 2 x 248) = 66560 > 64512 (384 threads x 168): would wait forever
+    with pytest.raises(tilelang.LoweringError, match="exceed the 64512 a block of 384 threads"):
+        lowered(prog, **{"tl.ws_consumer_max_nreg": 248})
+    with pytest.raises(tilelang.LoweringError, match="multiple of 8 in 24..256"):
+        lowered(prog, **{"tl.ws_producer_max_nreg": 20})
+
+
+def test_default_registers_are_lowered_to_fit_three_consumer_groups():
+    f = lowered(matmul(512, 384, 512, 192, 128, 64, num_stages=2, threads=384))
+    s = split_summary(f)
+    assert s["threads"] == 512
+    # pool 65536 = 128 x 512: 24 + 3 x 160 = 504 fits, 24 + 3 x 240 would not
+    assert s[(0, 384)]["regs"] == [(160, True)] and s[(384, 128)]["regs"] == [(24, False)]
+
+
+def test_copy_before_the_loop_stays_with_the_consumers():
+    f = lowered(q_then_loop())
+    s = split_summary(f)
+    body = regions(f)
+    # the Q tile: a synchronous TMA load by the consumers (arm, load, wait on its barrier)
+    assert s[(0, 128)]["tma"] == 1 and s[(0, 128)]["arm"] == 1
+    assert s[(128, 128)]["tma"] == 1  # the K tiles
+    # full x2, empty x2 (128 consumers), and the Q tile's own barrier
+    assert sorted(s["arrive_counts"]) == [1, 1, 1, 128, 128]
+    assert "Q_s" not in body[(128, 128)].script()
+
+
+def test_two_pipelined_loops_get_two_rings():
+    f = lowered(two_loops())
+    s = split_summary(f)
+    assert s["arrive_counts"] == [1, 1, 1, 128, 128, 128, 1, 1, 128, 128]
+    assert s[(128, 128)]["tma"] == 6 and s[(128, 128)]["wait"] == 2
+    assert s[(0, 128)]["wait"] == 2 and s[(0, 128)]["arrive"] == 2
+    for role in regions(f).values():
+        text = role.script()
+        assert "k_pipe_base = k_pipe_base + 4" in text and "j_pipe_base = j_pipe_base + 4" in text
+
+
+def test_loop_under_if_is_reached_by_the_producer():
+    f = lowered(loop_under_if())
+    prod = regions(f)[(128, 128)].script()
+    assert "if flag != 0:" in prod and len(dev_calls(regions(f)[(128, 128)], "tma_load")) == 3
+
+
+def test_fallbacks_say_why(caplog):
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(loop_under_if(from_memory=True))  # the producer cannot evaluate F[by]
+    assert block_threads(f) == 128 and not regions(f)
+    assert "its control flow reads memory" in caplog.text
+    caplog.clear()
+    f = lowered(matmul(512, 512, 100, 128, 64, 64, num_stages=3))  # rows not 16-byte aligned
+    assert block_threads(f) == 128 and "not all TMA copies" in caplog.text
+    caplog.clear()
+    f = lowered(stream_sum(threads=96))
+    assert block_threads(f) == 96 and "not whole warp groups of 128" in caplog.text
+    caplog.clear()
+    f = lowered(stream_sum(threads=1024))
+    assert block_threads(f) == 1024 and "1152 threads (max 1024)" in caplog.text
+
+
+@pytest.mark.parametrize("K", [64, 128])
+def test_trip_counts_smaller_than_stages(K):
+    f = lowered(matmul(256, 256, K, 128, 64, 64, num_stages=3))
+    text = f.script()
+    # no prologue: both roles run the same trip count; the ring handles 1 or 2 iterations
+    assert text.count(f"for k in range({K // 64}):") == 2
+    assert split_summary(f)[(128, 128)]["tma"] == 2
+
+
+def test_dynamic_trip_count():
+    K = T.dynamic("K")
+    f = lowered(matmul(256, 256, K, 64, 64, 64, tA=True, num_stages=3))
+    s = split_summary(f)
+    assert s["threads"] == 256 and s[(128, 128)]["tma"] == 2
+    assert "k_pipe_base = k_pipe_base + (K + 63) // 64" in regions(f)[(128, 128)].script()

@@ -1,0 +1,397 @@
+"""``WarpSpecialize``: the *partition* of a pipeline (sm_90+): a kernel whose ``T.Pipelined``
+loops load their tiles with TMA gets a producer warp group that only issues those loads,
+while the user's threads become the consumers.
+
+Expects: a CUDA kernel after ``LayoutInference`` (fragment layouts are fixed for the user's
+``U`` threads), tile operators not lowered yet.  For each pipelined loop whose schedule's
+producers are all copies TMA can do (``InjectSoftwarePipeline.plan`` / ``protocol_for``, the
+same decisions the pipeline makes), the kernel becomes::
+
+    threads U + 128
+    <the shared tiles' allocations>
+    T.ws-region threads 0..U-1 (consumers):   setmaxnreg.inc C;  <the user's body>
+    T.ws-region threads U..U+127 (producer):  setmaxnreg.dec P;  <the control flow leading to
+                                                                  each loop, and the loop>
+
+Both copies of a loop carry ``WS_ROLE`` / ``WS_LOOP`` / ``WS_PARTITION``; the pipeline pass
+gives the producer copy the TMA loads (waiting on "empty", arming "full" with expect_tx) and
+the consumer copy the rest of the body (waiting on "full", arriving on "empty"), sharing one
+mbarrier ring (``WarpSpecializedProtocol``).  ``tx`` and every index keep their meaning; the
+user's code, now run by the consumer group, synchronizes with that group's named barrier.
+Copies outside the loops (e.g. attention's Q tile) stay with the consumers (a synchronous TMA
+load of their group).
+
+Registers: ``P`` (default 24; ``tl.ws_producer_max_nreg`` or ``T.annotate_producer_reg_dealloc``)
+and ``C`` (default 240; ``tl.ws_consumer_max_nreg`` or ``T.annotate_consumer_reg_alloc``) must
+satisfy ``128 (P + W C) <= pool`` (``W = U / 128`` consumer groups; ``pool`` the registers the
+block holds at launch, at most 65536) and ``P <= launch <= C``, since an increase the pool
+cannot supply waits forever: numbers given explicitly that do not fit raise ``LoweringError``,
+default ones are lowered to fit (or dropped, with a debug log).
+
+Falls back to the non-specialized pipeline, with a debug log on the ``tilelang`` logger
+saying why, when: ``tl.disable_warp_specialized`` is set; the kernel has explicit thread
+groups, barriers or ``T.set_max_nreg`` (manual control); the block is not a 1-D whole number
+of warp groups or would exceed 1024 threads; no pipelined loop has only TMA producers; a loop
+sits under control flow the producer cannot evaluate (it reads memory, or a variable bound by
+code the producer does not run) or inside another pipelined loop, or its tiles are not
+allocated at the kernel's top level.  Register hints are removed on every target.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
+
+from ..device import registers
+from ..device.effects import device_op_of
+from ..device.thread_group import GROUP_ATTR, WARP_GROUP, ThreadGroup
+from ..engine.target import is_cpu
+from ..errors import LoweringError
+from ..ops.copy import MBARRIER, tma_enabled
+from . import pass_config
+from .inject_pipeline import _Pipeline, _written_shared_buffers
+from .ir import StmtMutator, find_all, seq
+from .passes import function_pass, target_of
+from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
+
+log = logging.getLogger("tilelang")
+
+PRODUCER_REGS, CONSUMER_REGS = 24, 240
+Key = pass_config.PassConfigKey
+
+
+def _key(x):
+    return x.__chandle__()
+
+
+def _pipelined(s) -> bool:
+    return isinstance(s, tirx.For) and "num_stages" in s.annotations and \
+        int(s.annotations["num_stages"]) >= 2
+
+
+def _body_stmts(loop) -> list:
+    return list(loop.body.seq) if isinstance(loop.body, tirx.SeqStmt) else [loop.body]
+
+
+def _reads_memory(e) -> bool:
+    return bool(find_all(e, tvm.ir.TensorLoad))
+
+
+class _StripHints(StmtMutator):
+    """Removes register hints, remembering the last of each role."""
+
+    def __init__(self):
+        self.hints: dict[int, int] = {}
+
+    def visit_Evaluate(self, s):
+        h = registers.hint_of(s)
+        if h is None:
+            return s
+        self.hints[h[0]] = h[1]
+        return None
+
+
+def _free_vars(node) -> list:
+    out = {}
+
+    def on_var(v):
+        if isinstance(v, tirx.Var) and not is_buffer_var(v):
+            out.setdefault(_key(v), v)
+
+    tvm_ffi.structural_walk(node, (tvm.ir.Var, on_var))
+    return list(out.values())
+
+
+class _Skeleton:
+    """The producer's program: the control flow from the kernel body to each chosen loop
+    (serial loops, conditions, bindings), the loops themselves, nothing else."""
+
+    def __init__(self, chosen: dict, defined: set):
+        self.chosen = chosen  # loop key -> ws id
+        self.defined = set(defined)  # var keys the producer has
+        self.why: dict[int, str] = {}  # ws id -> why it cannot be reached
+        self.path: list = []  # control expressions on the way down
+        self.producer_stmts: dict = {}  # loop key -> its producer statements
+
+    def build(self, s):
+        if isinstance(s, tirx.For) and _key(s) in self.chosen:
+            i = self.chosen[_key(s)]
+            need = [s.min, s.extent] + self.path
+            self.defined.add(_key(s.loop_var))
+            why = self._unreachable(need + self.producer_stmts.get(_key(s), []))
+            if why:
+                self.why[i] = why
+                return None
+            return s
+        if not any(_key(x) in self.chosen for x in find_all(s, tirx.For)):
+            if isinstance(s, tirx.Bind) and not _reads_memory(s.value):
+                self.defined.add(_key(s.var))
+                return s
+            return None
+        if isinstance(s, tirx.SeqStmt):
+            out = [self.build(x) for x in s.seq]
+            kept = [x for x in out if x is not None and not isinstance(x, tirx.Bind)]
+            return seq(out) if kept else None
+        if isinstance(s, tirx.For):
+            if s.kind != tirx.ForKind.SERIAL or s.thread_binding is not None or _pipelined(s):
+                return self._give_up(s, f"it sits inside a {'pipelined' if _pipelined(s) else str(s.kind)} "
+                                        f"loop over {s.loop_var.name}")
+            self.path += [s.min, s.extent]
+            self.defined.add(_key(s.loop_var))
+            body = self.build(s.body)
+            del self.path[-2:]
+            return None if body is None else tirx.For(s.loop_var, s.min, s.extent, s.kind, body,
+                                                      None, {}, s.step)
+        if isinstance(s, tirx.IfThenElse):
+            self.path.append(s.condition)
+            then = self.build(s.then_case)
+            els = self.build(s.else_case) if s.else_case is not None else None
+            self.path.pop()
+            if then is None and els is None:
+                return None
+            return tirx.IfThenElse(s.condition, then if then is not None else seq([]), els)
+        if isinstance(s, tirx.AttrStmt) and s.attr_key != GROUP_ATTR:
+            body = self.build(s.body)
+            return None if body is None else tirx.AttrStmt(s.node, s.attr_key, s.value, body)
+        return self._give_up(s, f"it sits inside a {type(s).__name__}")
+
+    def _give_up(self, s, why):
+        for x in find_all(s, tirx.For):
+            if _key(x) in self.chosen:
+                self.why.setdefault(self.chosen[_key(x)], why)
+        return None
+
+    def _unreachable(self, exprs) -> str | None:
+        for e in exprs:
+            if not isinstance(e, tirx.Stmt) and _reads_memory(e):
+                return f"its control flow reads memory ({e})"
+        for e in exprs:
+            for v in _free_vars(e):
+                if _key(v) not in self.defined:
+                    return f"it needs {v.name}, which the producer does not compute"
+        return None
+
+
+def _registers(user: int, hints: dict, config: dict) -> tuple[int, int | None] | None:
+    """(producer, consumer) register targets (consumer ``None``: they keep what they start
+    with), or ``None`` for no rebalancing."""
+    threads = user + WARP_GROUP
+    launch = registers.launch_registers(threads)
+    pool = min(registers.REGISTER_FILE, launch * threads)
+    w = user // WARP_GROUP
+    p_given = hints.get(registers.PRODUCER, config.get(Key.TL_WS_PRODUCER_REGS.value))
+    c_given = hints.get(registers.CONSUMER, config.get(Key.TL_WS_CONSUMER_REGS.value))
+    p = registers.check_count(int(p_given), "producer registers") if p_given is not None \
+        else PRODUCER_REGS
+    c = registers.check_count(int(c_given), "consumer registers") if c_given is not None \
+        else CONSUMER_REGS
+    total = WARP_GROUP * (p + w * c)
+    if c_given is None and total > pool:
+        c = min(c, (pool // WARP_GROUP - p) // w // 8 * 8)
+        total = WARP_GROUP * (p + w * c)
+    problem = None
+    if total > pool:
+        problem = (f"128 x ({p} + {w} x {c}) = {total} registers exceed the {pool} a block of "
+                   f"{threads} threads holds ({launch} per thread; the register file has "
+                   f"{registers.REGISTER_FILE}): setmaxnreg.inc would wait forever")
+    elif p > launch:
+        problem = f"the producer's {p} registers are more than the {launch} it starts with"
+    if problem is None:
+        if c <= launch:  # the consumers already hold at least that many: no increase
+            log.debug("warp specialization: the consumers keep the %d registers they start "
+                      "with (asked for %d)", launch, c)
+            return p, None
+        return p, c
+    if p_given is not None or c_given is not None:
+        raise LoweringError(f"warp specialization: {problem}; choose smaller numbers with "
+                            f"tl.ws_producer_max_nreg / tl.ws_consumer_max_nreg or "
+                            f"T.annotate_producer_reg_dealloc / T.annotate_consumer_reg_alloc")
+    log.debug("warp specialization: no register rebalancing (%s)", problem)
+    return None
+
+
+class _Kernels(StmtMutator):
+    def __init__(self, func, target, config):
+        self.func, self.target, self.config = func, target, config
+        self.params = set()
+        for p in func.params:  # scalars, and buffers with their shape variables
+            self.params.add(_key(p))
+            if is_buffer_var(p):
+                for e in list(p.shape) + list(p.strides) + [p.elem_offset]:
+                    for v in _free_vars(e) if e is not None else []:
+                        self.params.add(_key(v))
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key != "thread_extent":
+            return self.generic(s)
+        chain, body = [], s
+        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
+            chain.append(body)
+            body = body.body
+        strip = _StripHints()
+        if find_all(body, tirx.Evaluate, lambda x: registers.hint_of(x) is not None):
+            body = strip(body)
+        new = self.specialize(chain, body, strip.hints)
+        threads, body = (None, body) if new is None else new
+        for a in reversed(chain):
+            value = a.value
+            if threads is not None and a.attr_key == "thread_extent" and \
+                    a.node.thread_tag == "threadIdx.x":
+                value = tirx.const(threads, a.value.ty)
+            body = tirx.AttrStmt(a.node, a.attr_key, value, body)
+        return body
+
+    def specialize(self, chain, body, hints):
+        """``(threads, new body)`` of the specialized kernel, or ``None`` (logged why)."""
+        loops = [x for x in find_all(body, tirx.For) if _pipelined(x)]
+        if not loops:
+            return None
+
+        def off(why):
+            log.debug("warp specialization off for %s: %s", self.name(), why)
+            return None
+
+        tx, user = None, None
+        for a in chain:
+            if a.attr_key != "thread_extent" or not a.node.thread_tag.startswith("threadIdx"):
+                continue
+            if a.node.thread_tag == "threadIdx.x":
+                tx, user = a.node.var, a.value
+            elif not (isinstance(a.value, tirx.IntImm) and int(a.value) == 1):
+                return off("the block is not 1-D")
+        if tx is None or not isinstance(user, tirx.IntImm):
+            return off("the block's thread count is not a constant")
+        user = int(user)
+        if user % WARP_GROUP:
+            return off(f"the block's {user} threads are not whole warp groups of 128")
+        if user + WARP_GROUP > 1024:
+            return off(f"a producer warp group would make {user + WARP_GROUP} threads (max 1024)")
+        manual = [a for a in find_all(body, tirx.AttrStmt) if a.attr_key == GROUP_ATTR] or \
+            find_all(body, tirx.AllocBuffer, lambda a: MBARRIER in a.annotations) or \
+            find_all(body, tvm.ir.Call, lambda c: device_op_of(c) is registers.SETMAXNREG)
+        if manual:
+            return off("the kernel has its own thread groups, barriers or T.set_max_nreg "
+                       "(manual control)")
+        planner = _Pipeline(body, self.target)  # the kernel's own tiles
+        planner.config = self.config
+        chosen, producer_stmts, why = {}, {}, []
+        for loop in loops:
+            stmts = _body_stmts(loop)
+            nested = [x for x in find_all(loop.body, tirx.For) if _pipelined(x)]
+            if nested:
+                why.append(f"loop over {loop.loop_var.name}: it contains a pipelined loop")
+                continue
+            sched = planner.plan(loop, stmts)
+            if sched is None:
+                why.append(f"loop over {loop.loop_var.name}: nothing to issue ahead")
+                continue
+            kind, _ = planner.protocol_for(loop, stmts, sched)
+            if kind is not MbarrierProtocol:
+                why.append(f"loop over {loop.loop_var.name}: its producers are not all TMA "
+                           "copies")
+                continue
+            chosen[_key(loop)] = len(chosen)
+            producer_stmts[_key(loop)] = [stmts[i] for i in sched.producers]
+        # the producer must reach each chosen loop and own its tiles
+        top = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+        hoisted = [x for x in top if isinstance(x, tirx.AllocBuffer) and
+                   x.buffer.scope().startswith("shared")]
+        top_tiles = {_key(a.buffer) for a in hoisted}
+        for loop in loops:
+            if _key(loop) not in chosen:
+                continue
+            for st in producer_stmts[_key(loop)]:
+                for b in _written_shared_buffers(st):
+                    if _key(b) not in top_tiles:
+                        why.append(f"loop over {loop.loop_var.name}: {b.name} is not allocated "
+                                   "at the kernel's top level")
+                        del chosen[_key(loop)]
+                        break
+                if _key(loop) not in chosen:
+                    break
+        defined = set(self.params) | {_key(a.node.var) for a in chain
+                                      if a.attr_key == "thread_extent"}
+        skel = _Skeleton(chosen, defined)
+        skel.producer_stmts = producer_stmts
+        rest = seq([x for x in top if not any(x.same_as(h) for h in hoisted)])
+        producer = skel.build(rest)
+        for i, reason in skel.why.items():
+            loop = next(x for x in loops if chosen.get(_key(x)) == i)
+            why.append(f"loop over {loop.loop_var.name}: {reason}")
+            del chosen[_key(loop)]
+        if skel.why:  # rebuild without the loops it cannot reach
+            skel = _Skeleton(chosen, defined)
+            skel.producer_stmts = producer_stmts
+            producer = skel.build(rest)
+        if not chosen or producer is None:
+            return off("; ".join(why) or "no loop to specialize")
+        for w in why:
+            log.debug("warp specialization of %s: not specialized: %s", self.name(), w)
+        consumers = ThreadGroup(0, user)
+        producers = ThreadGroup(user, WARP_GROUP)
+        part = [consumers.offset, consumers.count, producers.offset, producers.count]
+
+        def mark(stmt, role):
+            def on_for(s):
+                i = chosen.get(_key(s))
+                if i is None:
+                    return s
+                ann = dict(s.annotations)
+                ann.update({WS_ROLE: role, WS_LOOP: i, WS_PARTITION: part})
+                return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding,
+                                ann, s.step)
+
+            class _Mark(StmtMutator):
+                def visit_For(self, s):
+                    return on_for(s) if _key(s) in chosen else self.generic(s)
+
+            return _Mark()(stmt)
+
+        regs = _registers(user, hints, self.config) if _has_setmaxnreg(self.target) else None
+        c_head, p_head = [], []
+        if regs is not None:
+            p_regs, c_regs = regs
+            if c_regs is not None:
+                c_head = [tirx.Evaluate(registers.setmaxnreg(c_regs, True))]
+            p_head = [tirx.Evaluate(registers.setmaxnreg(p_regs, False))]
+        cons = _region(consumers, tx, seq(c_head + [mark(rest, "consumer")]))
+        prod = _region(producers, tx, seq(p_head + [mark(producer, "producer")]))
+        log.debug("warp specialization of %s: %d consumer threads, a producer warp group "
+                  "(threads %d..%d) for %d loop(s); registers %s", self.name(), user, user,
+                  user + WARP_GROUP - 1, len(chosen),
+                  f"producer {regs[0]}, consumers {regs[1] or 'unchanged'}" if regs
+                  else "unchanged")
+        return user + WARP_GROUP, seq(hoisted + [cons, prod])
+
+    def name(self) -> str:
+        attrs = self.func.attrs
+        return str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs \
+            else "the kernel"
+
+
+def _region(g: ThreadGroup, tx, body) -> tirx.Stmt:
+    cond = tx < g.end if g.offset == 0 else tx >= g.offset
+    return tirx.AttrStmt(tirx.const(g.count, "int32"), GROUP_ATTR, tirx.const(g.offset, "int32"),
+                         tirx.IfThenElse(cond, body, None))
+
+
+def _has_setmaxnreg(target) -> bool:
+    return str(target.attrs.get("arch", "")).endswith("a")
+
+
+@function_pass("tl.WarpSpecialize")
+def WarpSpecialize(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    target = target_of(func)
+    config = pass_config.current()
+    disabled = bool(config.get(Key.TL_DISABLE_WARP_SPECIALIZED.value, False))
+    if disabled and not is_cpu(target) and find_all(func.body, tirx.For, _pipelined):
+        log.debug("warp specialization off: tl.disable_warp_specialized")
+    if is_cpu(target) or disabled or not tma_enabled(target, config):
+        if find_all(func.body, tirx.Evaluate, lambda s: registers.hint_of(s) is not None):
+            return func.with_body(_StripHints()(func.body))
+        return func
+    return func.with_body(_Kernels(func, target, config)(func.body))
