@@ -42,5 +42,6 @@ from .loop import Parallel, Persistent, Pipelined
 from .parser import prim_func
 from .print_op import print
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
+from .registers import annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, set_max_nreg
 from .symbolic import dynamic, symbolic
 from .warpgroup import ws

@@ -30,7 +30,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..device import sm80 as device
-from ..device.effects import accessed_buffers, effect_of
+from ..device.effects import Mechanism, accessed_buffers, effect_of
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
@@ -210,6 +210,10 @@ class _Sync:
             region, inner = self.region(x, g)
             r, w = inner
             hits = st.conflicts(r, w)
+            if hits and _mbarrier_hand_off(x, [out[h[1]] for h in hits
+                                               if h[0] != g and h[1] is not None]):
+                st = st.drop_groups({h[0] for h in hits} | {g})  # the mbarriers order them
+                hits = None
             if hits:
                 st = self.hand_off(g, len(out), hits, st, head, tail, out)
             i = len(out)
@@ -263,6 +267,25 @@ class _Sync:
     def _has_shared(s) -> bool:
         r, w, _ = _rw(s)
         return bool(r or w)
+
+
+def _mbarrier_hand_off(later, earlier: list) -> bool:
+    """Whether sibling regions hand data over through mbarriers (every earlier region arrives
+    on one, the later one waits on one): the user's or a protocol's barriers order them, and
+    a named barrier over both groups would deadlock loops that run concurrently."""
+
+    def has(stmt, what):
+        hit = []
+
+        def on_call(c):
+            eff = effect_of(c)
+            if eff is not None and getattr(eff, what) == Mechanism.MBARRIER:
+                hit.append(c)
+
+        tvm_ffi.structural_walk(stmt, (tvm.ir.Call, on_call))
+        return bool(hit)
+
+    return bool(earlier) and has(later, "waits") and all(has(e, "commits") for e in earlier)
 
 
 def _in_region(attr, before: list, after: list):

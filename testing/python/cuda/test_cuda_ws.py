@@ -6,7 +6,8 @@ consumers' increase with two consumer warp groups) and none with
 since a wrong barrier count hangs the GPU): results against torch for the warp-specialized
 GEMM (one and two consumer warp groups, trip counts 1 and 2 with 3 stages, a dynamic K), a
 Q tile loaded before the loop, two pipelined loops in one kernel, a loop under an ``if`` (both
-branches), each checked to be specialized (the launch has the producer warp group)."""
+branches), each checked to be specialized (the launch has the producer warp group); the
+three-roles example (384 threads, mbarriers only) checks itself against torch."""
 
 import os
 import re
@@ -147,6 +148,15 @@ def test_ws_loop_under_if(tmp_path):
         torch.testing.assert_close(k(a, b, f, 1), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
         assert torch.count_nonzero(k(a, b, f, 0)) == 0
     """)
+
+
+def test_ws_three_roles_example(tmp_path):
+    example = os.path.join(HERE, "..", "..", "..", "examples", "warp_specialize",
+                           "example_three_roles.py")
+    proc = subprocess.run(["timeout", "240", sys.executable, example], capture_output=True,
+                          text=True, timeout=270)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "match torch" in proc.stdout
 
 
 for _name in [n for n in dir() if n.startswith("test_ws_")]:
