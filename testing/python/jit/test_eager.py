@@ -133,3 +133,33 @@ def test_errors_name_the_size_or_the_parameter():
         double_into.compile(N=8, Q=3)
     with pytest.raises(DSLError, match="only meaningful in the body of an eager"):
         T.const("M")
+
+
+@tilelang.jit
+def eager_matmul(A, B, block_M: int = 64, block_N: int = 64, block_K: int = 32):
+    M, N, K = T.const("M, N, K")
+    A: T.Tensor((M, K), T.float16)
+    B: T.Tensor((K, N), T.float16)
+    C = T.empty((M, N), T.float16)
+    with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        A_s = T.alloc_shared((block_M, block_K), T.float16)
+        B_s = T.alloc_shared((block_K, block_N), T.float16)
+        C_f = T.alloc_fragment((block_M, block_N), T.float32)
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+            T.copy(A[by * block_M, k * block_K], A_s)
+            T.copy(B[k * block_K, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * block_M, bx * block_N])
+    return C
+
+
+@pytest.mark.gpu
+def test_eager_gemm_on_cuda_tensors_compiles_for_the_gpu():
+    a = torch.randn(256, 128, dtype=torch.float16, device="cuda")
+    b = torch.randn(128, 192, dtype=torch.float16, device="cuda")
+    c = eager_matmul(a, b)
+    assert c.device.type == "cuda"
+    torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=1e-2)
+    (kernel, _, _), = eager_matmul._kernels.values()
+    assert kernel.target.kind.name == "cuda"
