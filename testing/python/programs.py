@@ -17,7 +17,8 @@ def example(rel):
 
 
 def matmul(M, N, K, bM, bN, bK, tA=False, tB=False, dtype="float16", accum="float32",
-           out_dtype=None, num_stages=3, threads=128, policy=T.GemmWarpPolicy.Square):
+           out_dtype=None, num_stages=3, threads=128, policy=T.GemmWarpPolicy.Square,
+           wg_wait=0):
     out_dtype = out_dtype or (accum if dtype in ("int8", "float32") else dtype)
     a_shape = (K, M) if tA else (M, K)
     b_shape = (N, K) if tB else (K, N)
@@ -41,7 +42,8 @@ def matmul(M, N, K, bM, bN, bK, tA=False, tB=False, dtype="float16", accum="floa
                     T.copy(B[bx * bN, k * bK], B_s)
                 else:
                     T.copy(B[k * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=tA, transpose_B=tB, policy=policy)
+                T.gemm(A_s, B_s, C_f, transpose_A=tA, transpose_B=tB, policy=policy,
+                       wg_wait=wg_wait)
             T.copy(C_f, C[by * bM, bx * bN])
 
     return main

@@ -41,6 +41,13 @@ class Mechanism(enum.Enum):
     WGMMA_GROUP = "wgmma group"
     BULK_GROUP = "bulk group"  # TMA stores: cp.async.bulk.commit_group / wait_group
 
+    @property
+    def protocol_owned(self) -> bool:
+        """Whether completion is waited for by the protocol that issued the op (a pipeline's
+        ``ready`` / ``drain`` for cp.async groups, mbarrier waits), rather than after the op's
+        own partial wait (``InjectAsyncWaits``: wgmma groups, bulk groups)."""
+        return self in (Mechanism.CP_ASYNC_GROUP, Mechanism.MBARRIER)
+
 
 @dataclass(frozen=True)
 class Access:
@@ -73,7 +80,10 @@ class Effect:
     group wait, an mbarrier phase, a wgmma group wait), not when the op returns.
     ``commits``: the op closes the current group of that mechanism.  ``waits``: the op blocks
     until that mechanism's earlier work is complete (``pending_arg``: position of the number
-    of groups that may stay in flight)."""
+    of groups that may stay in flight).  ``releases``: position from which the arguments are
+    ``address_of(tile[...])`` of tiles this thread hands over to another agent that may
+    overwrite them (a pipeline stage's release): a use of the tiles, so asynchronous reads of
+    them must be complete before the op."""
 
     accesses: tuple[Access, ...] = ()
     proxy: Proxy = Proxy.GENERIC
@@ -82,6 +92,7 @@ class Effect:
     waits: Mechanism | None = None
     pending_arg: int | None = None
     sync: Sync | None = None
+    releases: int | None = None
 
     @property
     def reads(self) -> tuple[Access, ...]:
@@ -154,8 +165,20 @@ def effect_of(node) -> Effect | None:
 def accessed_buffers(call: tvm.ir.Call, access: Access) -> list:
     """The buffers an access of ``call`` addresses: the tile of each ``address_of(tile[...])``
     argument at the access's positions."""
+    return _tiles_at(call, access.args)
+
+
+def released_buffers(call: tvm.ir.Call) -> list:
+    """The tiles a call hands over (``Effect.releases``), else ``[]``."""
+    eff = effect_of(call)
+    if eff is None or eff.releases is None:
+        return []
+    return _tiles_at(call, range(eff.releases, len(call.args)))
+
+
+def _tiles_at(call: tvm.ir.Call, positions) -> list:
     out = []
-    for i in access.args:
+    for i in positions:
         a = call.args[i]
         if isinstance(a, tvm.ir.Call) and isinstance(a.op, tvm.ir.Op) and \
                 a.op.name == "tirx.address_of" and isinstance(a.args[0], tvm.ir.TensorLoad):

@@ -93,6 +93,17 @@ def barrier_group(c) -> tuple[int, int]:
     return _imm(c.args[sync.barrier_arg]), _imm(c.args[sync.count_arg])
 
 
+RELEASE = register_device_op(
+    "tl.device.release", Effect(releases=0), lambda c: tirx.const(0, "int32"),
+    "no instruction: this thread's use of the tiles ends here; the group's next barrier "
+    "hands them over (a cp.async pipeline stage)")
+
+
+def release(*tiles) -> tirx.Call:
+    """Mark the end of this thread's use of ``tiles`` (``address_of`` of each)."""
+    return call(RELEASE, *tiles)
+
+
 FENCE_PROXY_ASYNC = register_device_op(
     "tl.device.fence_proxy_async", Effect(proxy=Proxy.ASYNC),
     lambda c: _T.ptx.fence.proxy.async_(),

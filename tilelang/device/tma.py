@@ -45,9 +45,10 @@ FENCE_MBARRIER_INIT = register_device_op(
     "fence.mbarrier_init: initialized barriers become visible to the async proxy")
 
 MBARRIER_ARRIVE = register_device_op(
-    "tl.device.mbarrier_arrive", Effect(commits=Mechanism.MBARRIER),
+    "tl.device.mbarrier_arrive", Effect(commits=Mechanism.MBARRIER, releases=1),
     lambda c: _T.ptx.mbarrier.arrive.shared.b64(c.args[0], _T.uint32(1)),
-    "mbarrier.arrive [bar]: this thread's arrival on the current phase")
+    "mbarrier.arrive [bar], tiles...: this thread's arrival on the current phase; the tiles "
+    "after the barrier (none, or a pipeline stage's) are handed over by the arrival")
 
 MBARRIER_ARRIVE_EXPECT_TX = register_device_op(
     "tl.device.mbarrier_arrive_expect_tx", Effect(commits=Mechanism.MBARRIER),
@@ -106,8 +107,10 @@ def fence_mbarrier_init() -> tirx.Call:
     return call(FENCE_MBARRIER_INIT)
 
 
-def mbarrier_arrive(bar_addr) -> tirx.Call:
-    return call(MBARRIER_ARRIVE, bar_addr)
+def mbarrier_arrive(bar_addr, *released_tiles) -> tirx.Call:
+    """Arrive on ``bar_addr``; ``released_tiles`` (``address_of`` of tiles) are handed over to
+    whoever waits on the barrier (so asynchronous reads of them complete first)."""
+    return call(MBARRIER_ARRIVE, bar_addr, *released_tiles)
 
 
 def mbarrier_arrive_expect_tx(bar_addr, nbytes) -> tirx.Call:

@@ -7,10 +7,15 @@ of that mechanism keeps ``pending > 0``, as ``T.gemm(..., wg_wait=k)`` does), ev
 those ops access (the accumulator and register operands, the shared operands they read) is
 *in flight*; before the first later statement of the same sequence, or of a later iteration
 of an enclosing loop, that loads, stores or passes such a buffer to another op, a wait of the
-mechanism with ``pending = 0`` is inserted.  Statements in between (independent work) run
-while the groups are in flight.  Ops of the same mechanism (the next wgmma into the same
-accumulator) are ordered by the hardware and need no wait.  Analysis is per buffer.  The pass
-reasons from effects only.  CPU: unchanged.
+mechanism with ``pending = 0`` is inserted.  A statement that hands tiles over
+(``Effect.releases``: the arrival that releases a pipeline stage to its producer, or the end of
+a cp.async stage before the group's next barrier) uses them, so the wait comes before it.
+Statements in between (independent work) run while the groups are in flight.  Ops of the
+same mechanism (the next wgmma into the same accumulator) are ordered by the hardware and need
+no wait; a wait with ``pending = 0`` of the sequence itself (the one ``wg_wait=0`` emits)
+completes everything before it.  Mechanisms whose completion the issuing protocol waits for
+(``Mechanism.protocol_owned``: cp.async groups of a pipeline, mbarriers) are left to it.
+Analysis is per buffer.  The pass reasons from effects only.  CPU: unchanged.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from ..device.effects import accessed_buffers, all_device_ops, effect_of  # noqa: F401
+from ..device.effects import accessed_buffers, all_device_ops, effect_of, released_buffers
 from ..engine.target import is_cpu
 from .passes import function_pass, target_of
 
@@ -36,6 +41,22 @@ def _waiter(mechanism):
     return None
 
 
+def _tracked(mechanism) -> bool:
+    """Whether this pass waits for ``mechanism``: it has a group wait, and no protocol of its
+    own waits for it."""
+    return mechanism is not None and not mechanism.protocol_owned and \
+        _waiter(mechanism) is not None
+
+
+def _completes_all(stmt):
+    """The mechanism ``stmt`` (a bare wait with ``pending = 0``) completes, else ``None``."""
+    eff = effect_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
+    if eff is None or eff.pending_arg is None or not _tracked(eff.waits):
+        return None
+    pending = stmt.value.args[eff.pending_arg]
+    return eff.waits if isinstance(pending, tirx.IntImm) and int(pending.value) == 0 else None
+
+
 def _issues(stmt) -> dict:
     """mechanism -> (keys of buffers its async ops access, pending count of the last wait
     of it in ``stmt`` or None)."""
@@ -45,8 +66,7 @@ def _issues(stmt) -> dict:
         eff = effect_of(c)
         if eff is None:
             return
-        if eff.completes_on is not None and _waiter(eff.completes_on) is not None:
-            # (mechanisms without a group wait, e.g. mbarriers, belong to their protocol)
+        if _tracked(eff.completes_on):
             keys, last = out.get(eff.completes_on, (set(), None))
             for acc in eff.accesses:
                 keys.update(_buffers_in(c, acc))
@@ -74,17 +94,19 @@ def _buffers_in(call, access) -> set:
     return out
 
 
-def _touched(stmt, mechanisms) -> set:
-    """Buffers ``stmt`` accesses other than through async ops of ``mechanisms``."""
+def _touched(stmt, mechanism) -> set:
+    """Buffers ``stmt`` accesses (or hands over) other than through async ops of
+    ``mechanism``."""
     out = set()
 
     def on_call(c):
         eff = effect_of(c)
-        if eff is not None and eff.completes_on in mechanisms:
+        if eff is not None and eff.completes_on == mechanism:
             return tvm_ffi.WalkResult.SKIP
         if eff is not None:
             for acc in eff.accesses:
                 out.update(_key(b) for b in accessed_buffers(c, acc))
+            out.update(_key(b) for b in released_buffers(c))
         return None
 
     def on_load(x):
@@ -128,6 +150,9 @@ class _Waits:
         # a leaf (or a compound statement without issues of its own): wait first if it uses
         # what is in flight
         pre, pending = self.wait_for(s, pending)
+        done = _completes_all(s)
+        if done is not None:
+            pending.pop(done, None)
         for mech, (keys, last) in _issues(s).items():
             if last is None or last > 0:
                 pending[mech] = pending.get(mech, set()) | keys
@@ -135,14 +160,12 @@ class _Waits:
                 pending.pop(mech, None)
         return (tirx.SeqStmt(pre + [s]) if pre else s), pending
 
-
     @staticmethod
     def wait_for(node, pending: dict):
         """Waits (with pending 0) for the mechanisms whose in-flight buffers ``node`` uses."""
         pre, pending = [], dict(pending)
-        touched = _touched(node, set(pending)) if pending else set()
         for mech, keys in list(pending.items()):
-            if keys & touched:
+            if keys & _touched(node, mech):
                 w = _waiter(mech)
                 pre.append(tirx.Evaluate(tvm.ir.Call(w.op, [tirx.const(0, "int32")],
                                                      ret_ty="int32")))

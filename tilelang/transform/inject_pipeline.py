@@ -186,25 +186,31 @@ class _Pipeline(StmtMutator):
             return self.rewrite_specialized(s, stmts, sched)
         return self.rewrite(s, stmts, sched)
 
-    def rewrite(self, s, stmts, sched: schedule.Schedule):
-        n = sched.num_stages
+    def stage_buffers(self, stmts, sched: schedule.Schedule) -> dict:
+        """old key -> the ``num_stages``-deep copy of each tile the producers write (one copy
+        per tile, shared by every loop that stages it)."""
         remap = {}
         for i in sched.producers:
             for b in _written_shared_buffers(stmts[i]):
                 if _key(b) not in self.staged:
-                    new = tirx.decl_buffer([n] + list(b.shape), b.dtype, b.name,
+                    new = tirx.decl_buffer([sched.num_stages] + list(b.shape), b.dtype, b.name,
                                            scope=b.scope())
                     self.staged[_key(b)] = (b, new)
                 remap[_key(b)] = self.staged[_key(b)][1]
+        return remap
+
+    def rewrite(self, s, stmts, sched: schedule.Schedule):
+        n = sched.num_stages
+        remap = self.stage_buffers(stmts, sched)
         group = self.group or self.block or ThreadGroup(0, 1)
         block = self.block or group
         kind, nbytes = self.protocol_for(s, stmts, sched)
         if kind is MbarrierProtocol:
             rank = group.rank(self.tx) if self.tx is not None else None
             proto = MbarrierProtocol(n, group, BarrierIds(block).of(group), nbytes, rank,
-                                     name=f"{s.loop_var.name}_pipe")
+                                     name=f"{s.loop_var.name}_pipe", tiles=remap.values())
         else:
-            proto = CpAsyncProtocol(n, group, BarrierIds(block).of(group))
+            proto = CpAsyncProtocol(n, group, BarrierIds(block).of(group), remap.values())
         v, lo, trip = s.loop_var, s.min, s.extent
         k = tirx.Var(v.name, str(v.ty))
         ahead = n - 1
@@ -248,14 +254,7 @@ class _Pipeline(StmtMutator):
         No prologue: the producer runs ahead by itself, bounded by the ring."""
         role, loop_id = str(s.annotations[WS_ROLE]), int(s.annotations[WS_LOOP])
         n = sched.num_stages
-        remap = {}
-        for i in sched.producers:
-            for b in _written_shared_buffers(stmts[i]):
-                if _key(b) not in self.staged:
-                    new = tirx.decl_buffer([n] + list(b.shape), b.dtype, b.name,
-                                           scope=b.scope())
-                    self.staged[_key(b)] = (b, new)
-                remap[_key(b)] = self.staged[_key(b)][1]
+        remap = self.stage_buffers(stmts, sched)
         head = []
         proto = self.rings.get(loop_id)
         if proto is None:
@@ -267,7 +266,8 @@ class _Pipeline(StmtMutator):
             consumers, producers = ThreadGroup(c_off, c_cnt), ThreadGroup(p_off, p_cnt)
             proto = WarpSpecializedProtocol(n, consumers, producers, nbytes,
                                             producers.rank(self.tx),
-                                            name=f"{s.loop_var.name}_pipe")
+                                            name=f"{s.loop_var.name}_pipe",
+                                            tiles=remap.values())
             self.rings[loop_id] = proto
             head = proto.allocations()
         v, lo, trip = s.loop_var, s.min, s.extent

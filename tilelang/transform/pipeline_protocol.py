@@ -8,7 +8,10 @@ questions, each with statements to place (it may hold state of its own, e.g. bar
 * ``acquire(it, stage)``: before the producers write a stage (it must be free);
 * ``ready(k, stage)``: before the consumers of iteration ``k`` read their stage (its data
   must have landed, for every thread that reads it);
-* ``release(k, stage)``: after the consumers of iteration ``k`` are done with their stage;
+* ``release(k, stage)``: after the consumers of iteration ``k`` are done with their stage
+  (it names the stage's tiles, declared as handed over: ``Effect.releases``, so that
+  ``InjectAsyncWaits`` completes asynchronous reads of them, a wgmma group left in flight by
+  ``wg_wait``, before it);
 * ``drain()``: after the loop (nothing may stay in flight).
 
 :class:`CpAsyncProtocol` is the sm80 protocol: producers are ``cp.async`` copies, one commit
@@ -46,8 +49,14 @@ def _stmt(call) -> tirx.Stmt:
 class Protocol:
     """Base: the hooks a pipelined loop calls; each returns a list of statements."""
 
-    def __init__(self, num_stages: int, group: ThreadGroup, barrier_id: int):
+    def __init__(self, num_stages: int, group: ThreadGroup, barrier_id: int, tiles=()):
         self.n, self.group, self.barrier_id = num_stages, group, barrier_id
+        self.tiles = list(tiles)  # the staged tiles (leading dimension: the stage)
+
+    def stage_tiles(self, slot) -> list:
+        """``address_of`` of each staged tile's stage ``slot``: what ``release`` hands over."""
+        return [tirx.address_of(tirx.BufferLoad(b, [slot] + [0] * (len(b.shape) - 1)))
+                for b in self.tiles]
 
     def allocations(self) -> list:
         """Statements that declare the protocol's own state (placed before the loop)."""
@@ -97,6 +106,11 @@ class CpAsyncProtocol(Protocol):
     def ready(self, k, stage):
         return [_stmt(device.cp_async_wait(self.n - 2)), self.group_barrier()]
 
+    def release(self, k, stage):
+        # the next iteration's barrier hands the stage over; asynchronous reads of it (a wgmma
+        # group left in flight) must be complete before that barrier
+        return [_stmt(device.release(*self.stage_tiles(stage)))] if self.tiles else []
+
     def drain(self, trip=None):
         return [_stmt(device.cp_async_wait(0)), self.group_barrier()]
 
@@ -116,8 +130,8 @@ class MbarrierProtocol(Protocol):
     iteration that is issued, and only issued iterations are waited for."""
 
     def __init__(self, num_stages: int, group: ThreadGroup, barrier_id: int, nbytes: int,
-                 rank=None, name: str = "pipe"):
-        super().__init__(num_stages, group, barrier_id)
+                 rank=None, name: str = "pipe", tiles=()):
+        super().__init__(num_stages, group, barrier_id, tiles)
         n = num_stages
         self.nbytes, self.rank = int(nbytes), rank
         self.full = tirx.decl_buffer([n], "uint64", f"{name}_full", scope="shared.dyn")
@@ -163,7 +177,10 @@ class MbarrierProtocol(Protocol):
         return [_stmt(tma.mbarrier_wait(self._addr(self.full, slot), self._parity(k)))]
 
     def release(self, k, slot):
-        return [_stmt(tma.mbarrier_arrive(self._addr(self.empty, slot)))]
+        # the arrival hands the slot's tiles to the producer: declared, so that a wgmma group
+        # still reading them is waited for first (InjectAsyncWaits)
+        return [_stmt(tma.mbarrier_arrive(self._addr(self.empty, slot),
+                                          *self.stage_tiles(slot)))]
 
     def drain(self, trip=None):
         base = tirx.BufferLoad(self.base, [0])
@@ -179,8 +196,9 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     group advances its own copy of the ring base after the loop."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
-                 nbytes: int, producer_rank, name: str = "pipe"):
-        super().__init__(num_stages, consumers, 0, nbytes, producer_rank, name=name)
+                 nbytes: int, producer_rank, name: str = "pipe", tiles=()):
+        super().__init__(num_stages, consumers, 0, nbytes, producer_rank, name=name,
+                         tiles=tiles)
         self.consumers, self.producers = consumers, producers
 
     @property

@@ -1,0 +1,114 @@
+"""``InjectAsyncWaits`` at pass level (sm_90a, sm_80): a wgmma group that ``wg_wait`` leaves in
+flight is complete before the pipeline stage it reads is handed back to its producer (the
+empty-barrier arrival of the mbarrier ring, with and without warp specialization; the end of
+a cp.async stage before the group's next barrier); a wait with pending 0 of the gemm itself
+is not repeated; cp.async groups are left to the pipeline protocol, which keeps ``n - 2`` of
+them in flight."""
+
+import os
+import sys
+
+import pytest
+import tvm
+from tvm import tirx
+
+import tilelang
+from tilelang.device.effects import released_buffers
+from tilelang.transform.ir import find_all
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from programs import matmul  # noqa: E402
+
+SM90 = "cuda -arch=sm_90a"
+
+
+def lowered(prog, target=SM90, **cfg):
+    mod = tilelang.lower(prog, target=target, stage="tile", pass_configs=cfg or None)
+    return mod[mod.get_global_vars()[0]]
+
+
+def _device_calls(node) -> list:
+    """The device-op calls of ``node``, in program order."""
+    out = []
+
+    def on_call(c):
+        if isinstance(c.op, tvm.ir.Op) and c.op.name.startswith("tl.device."):
+            out.append(c)
+
+    import tvm_ffi
+    tvm_ffi.structural_walk(node, (tvm.ir.Call, on_call), order="pre")
+    return out
+
+
+def consumer_loop(func) -> list:
+    """(op name, call) of the device ops of the loop that issues the wgmmas."""
+    loops = [lp for lp in find_all(func.body, tirx.For)
+             if any(c.op.name == "tl.device.wgmma_ss" for c in _device_calls(lp.body))
+             and not any(isinstance(x, tirx.For) and x is not lp and
+                         any(c.op.name == "tl.device.wgmma_ss" for c in _device_calls(x.body))
+                         for x in find_all(lp.body, tirx.For))]
+    assert len(loops) == 1
+    return [(c.op.name.replace("tl.device.", ""), c) for c in _device_calls(loops[0].body)]
+
+
+def after_commit(calls) -> list:
+    """The ops after the loop's wgmma commit, e.g. ['wgmma_wait 1', 'wgmma_wait 0', ...]."""
+    names = [n for n, _ in calls]
+    i = names.index("wgmma_commit")
+    return [f"{n} {int(c.args[0])}" if n.endswith("_wait") and n != "mbarrier_wait" else n
+            for n, c in calls[i + 1:] if n != "wgmma_fence_operands"]
+
+
+@pytest.mark.parametrize("ws", [False, True])
+@pytest.mark.parametrize("wg_wait", [0, 1])
+def test_stage_released_after_the_wgmma_group_that_reads_it(wg_wait, ws):
+    f = lowered(matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256,
+                       wg_wait=wg_wait), **{"tl.disable_warp_specialized": not ws})
+    calls = consumer_loop(f)
+    tail = after_commit(calls)
+    print(f"wg_wait={wg_wait} ws={ws}: {tail}")
+    expected = ["wgmma_wait 0"] if wg_wait == 0 else ["wgmma_wait 1", "wgmma_wait 0"]
+    assert tail[:len(expected)] == expected
+    # the empty-barrier arrival comes after the covering wait, and hands over the stage's
+    # tiles (declared, not matched by name)
+    assert "mbarrier_arrive" in tail[len(expected):]
+    arrive = [c for n, c in calls if n == "mbarrier_arrive"][-1]
+    assert sorted(b.name for b in released_buffers(arrive)) == ["A_s", "B_s"]
+    # one wait with pending 0 per iteration: the gemm's own (wg_wait=0) is not repeated
+    assert [n for n, c in calls if n == "wgmma_wait" and int(c.args[0]) == 0] == ["wgmma_wait"]
+
+
+@pytest.mark.parametrize("wg_wait", [0, 1])
+def test_cp_async_stage_released_before_the_next_barrier(wg_wait):
+    """cp.async ring (TMA off), two consumer warp groups: each thread's wgmma group is complete
+    before the end of the iteration, i.e. before the barrier after which any warp group's
+    cp.async overwrites the stage; and the pipeline keeps one cp.async group in flight (no
+    cp.async wait with pending 0 inside the loop)."""
+    f = lowered(matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256,
+                       wg_wait=wg_wait), **{"tl.disable_tma_lower": True})
+    calls = consumer_loop(f)
+    tail = after_commit(calls)
+    print(f"wg_wait={wg_wait}: {tail}")
+    expected = ["wgmma_wait 0"] if wg_wait == 0 else ["wgmma_wait 1", "wgmma_wait 0"]
+    assert tail == expected + ["release"]
+    names = [n for n, _ in calls]
+    assert names.index("barrier") < names.index("cp_async")  # the stage is handed over there
+    assert [int(c.args[0]) for n, c in calls if n == "cp_async_wait"] == [1]
+
+
+def test_sm80_pipeline_keeps_cp_async_groups_in_flight():
+    """The gemm reads its own stage, which the iteration's ``cp.async.wait_group 1`` has
+    completed: no wait for every group (that would serialize the pipeline)."""
+    f = lowered(matmul(512, 512, 512, 128, 128, 32, num_stages=3), target="cuda -arch=sm_80")
+    loop = [lp for lp in find_all(f.body, tirx.For)
+            if any(c.op.name == "tl.device.gemm_ss" for c in _device_calls(lp.body))][0]
+    waits = [int(c.args[0]) for c in _device_calls(loop.body)
+             if c.op.name == "tl.device.cp_async_wait"]
+    assert waits == [1]
+
+
+def test_release_marker_emits_nothing():
+    src = tilelang.compile(matmul(256, 256, 256, 128, 128, 64, num_stages=3),
+                           target=SM90, pass_configs={"tl.disable_tma_lower": True}
+                           ).get_kernel_source()
+    assert "release" not in src and "cp_async_wait_group_async_wait_group_1();" in src
