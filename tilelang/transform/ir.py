@@ -139,6 +139,26 @@ def uses_var(node: Any, var) -> bool:
     return bool(hit)
 
 
+LAUNCH_ATTRS = ("thread_extent", "tl.prelude")
+
+
+def launch_chain(stmt: tirx.Stmt) -> tuple[list, tirx.Stmt]:
+    """The launch attributes (``thread_extent``, ``tl.prelude``) nested at ``stmt``, outermost
+    first, and the kernel body under them."""
+    chain, body = [], stmt
+    while isinstance(body, tirx.AttrStmt) and body.attr_key in LAUNCH_ATTRS:
+        chain.append(body)
+        body = body.body
+    return chain, body
+
+
+def relaunch(chain: list, body: tirx.Stmt) -> tirx.Stmt:
+    """``body`` under the launch attributes ``chain`` (as :func:`launch_chain` returned them)."""
+    for a in reversed(chain):
+        body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+    return body
+
+
 def nop() -> tirx.Stmt:
     return tirx.Evaluate(tirx.const(0, "int32"))
 

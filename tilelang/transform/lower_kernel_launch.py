@@ -17,7 +17,8 @@ from ..errors import LoweringError
 from ..ops.annotate import RASTERIZE
 from ..ops.atomic import ATOMIC_MARK
 from ..ops.loops import dtype_of
-from .ir import StmtMutator, find_all, rebuffer, remap_buffers, substitute, uses_var
+from .ir import (StmtMutator, find_all, launch_chain, rebuffer, relaunch, remap_buffers,
+                 substitute, uses_var)
 from .passes import function_pass, target_of
 
 TILE_SCOPES = ("shared", "shared.dyn", "local.fragment", "local", "local.var")
@@ -82,10 +83,7 @@ class _Rasterize(StmtMutator):
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent" or not s.node.thread_tag.startswith("blockIdx"):
             return self.generic(s)
-        chain, body = [], s
-        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
-            chain.append(body)
-            body = body.body
+        chain, body = launch_chain(s)
         marks = find_all(body, tirx.AttrStmt, lambda a: a.attr_key == RASTERIZE)
         blocks = {a.node.thread_tag: (a.node.var, a.value) for a in chain
                   if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("blockIdx")}
@@ -101,8 +99,7 @@ class _Rasterize(StmtMutator):
         o = tirx.floormod(lin, panel * gx)
         h = tirx.min(panel, gy - p * panel)
         body = substitute(body, {by: p * panel + tirx.floormod(o, h), bx: tirx.floordiv(o, h)})
-        for a in reversed(chain):
-            body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+        body = relaunch(chain, body)
         return body
 
 

@@ -20,7 +20,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
-from .ir import map_nodes, StmtMutator, seq
+from .ir import map_nodes, StmtMutator, launch_chain, relaunch, seq
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")
@@ -164,13 +164,9 @@ class _Kernels(StmtMutator):
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent":
             return self.generic(s)
-        chain, body = [], s
-        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
-            chain.append(body)
-            body = body.body
+        chain, body = launch_chain(s)
         body = _plan_kernel(body, self.target)
-        for a in reversed(chain):
-            body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+        body = relaunch(chain, body)
         return body
 
 

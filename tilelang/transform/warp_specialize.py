@@ -54,7 +54,7 @@ from ..errors import LoweringError
 from ..ops.copy import MBARRIER, tma_enabled
 from . import pass_config
 from .inject_pipeline import _Pipeline, _written_shared_buffers
-from .ir import StmtMutator, find_all, seq
+from .ir import StmtMutator, find_all, launch_chain, seq
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
 
@@ -228,10 +228,7 @@ class _Kernels(StmtMutator):
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent":
             return self.generic(s)
-        chain, body = [], s
-        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
-            chain.append(body)
-            body = body.body
+        chain, body = launch_chain(s)
         strip = _StripHints()
         if find_all(body, tirx.Evaluate, lambda x: registers.hint_of(x) is not None):
             body = strip(body)
