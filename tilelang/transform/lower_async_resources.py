@@ -32,7 +32,7 @@ from ..device import tma
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.copy import KERNEL_VAR, MBARRIER, TENSOR_MAP
-from .ir import StmtMutator, find_all, seq, substitute
+from .ir import StmtMutator, find_all, launch_chain, relaunch, seq, substitute
 from .passes import function_pass, target_of
 
 
@@ -73,10 +73,7 @@ class _Kernels(StmtMutator):
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent":
             return self.generic(s)
-        chain, body = [], s
-        while isinstance(body, tirx.AttrStmt) and body.attr_key in ("thread_extent", "tl.prelude"):
-            chain.append(body)
-            body = body.body
+        chain, body = launch_chain(s)
         col = _Collect()
         body = col(body)
         if not (col.maps or col.barriers or col.kernel_vars):
@@ -115,8 +112,7 @@ class _Kernels(StmtMutator):
                 kept.append((var, enc))
         if vmap:
             body = substitute(body, vmap)
-        for a in reversed(chain):
-            body = tirx.AttrStmt(a.node, a.attr_key, a.value, body)
+        body = relaunch(chain, body)
         host = []
         for var, enc in kept:
             host.append(tirx.Bind(var, tirx.op.tvm_stack_alloca("tensormap", 1)))
