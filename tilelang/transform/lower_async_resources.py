@@ -126,7 +126,7 @@ def LowerAsyncResources(func: tirx.PrimFunc) -> tirx.PrimFunc:
         used = find_all(func.body, tirx.AllocBuffer, lambda a: MBARRIER in a.annotations)
         if used or find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == TENSOR_MAP):
             name = used[0].buffer.name if used else "a tensor map"
-            raise LoweringError(f"mbarriers and TMA exist on CUDA (sm_90 and newer) only; the "
-                                f"CPU backend cannot run a kernel that uses {name}")
+            raise LoweringError(f"the CPU backend cannot run a kernel that uses {name}: mbarriers "
+                                "and TMA exist on CUDA (sm_90 and newer) only")
         return func
     return func.with_body(_Kernels()(func.body))
