@@ -1,0 +1,48 @@
+"""SASS of the default sm_90a GEMM: Hopper tensor-core instructions (HGMMA), no local memory.
+
+Needs nvcc (or NVRTC) and cuobjdump (on PATH, or from the ``nvidia-cuda-cuobjdump`` pip
+package); skipped where either is missing.  No GPU needed."""
+
+import glob
+import os
+import shutil
+import subprocess
+import sysconfig
+
+import pytest
+
+import tilelang
+from programs import matmul
+
+
+def _cuobjdump():
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    site = sysconfig.get_paths()["purelib"]
+    hits = glob.glob(os.path.join(site, "nvidia", "*", "bin", "cuobjdump"))
+    return hits[0] if hits else None
+
+
+@pytest.fixture(scope="module")
+def sass(tmp_path_factory):
+    tool = _cuobjdump()
+    if tool is None or shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    from tilelang.engine.cuda import compile_source
+
+    k = tilelang.compile(matmul(4096, 4096, 4096, 128, 256, 64, num_stages=3, threads=256),
+                         out_idx=[2], target="cuda -arch=sm_90a")
+    cubin = tmp_path_factory.mktemp("sass") / "gemm.cubin"
+    cubin.write_bytes(compile_source(k.get_kernel_source(), k.target, "cubin"))
+    return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_default_sm90a_gemm_runs_on_hgmma(sass):
+    assert "HGMMA" in sass
+    assert "HMMA" not in sass.replace("HGMMA", "")  # no mma.sync fallback in the kernel
+
+
+def test_default_sm90a_gemm_uses_no_local_memory(sass):
+    assert not any(op in sass for op in ("LDL", "STL")), "local memory (spills) in the GEMM"
