@@ -1,0 +1,43 @@
+#!/bin/bash
+# The batched checks on the GPU machine (see ../shared/device/README.md), one section per call so
+# that each stays inside the 10-minute limit of one command:
+#   run(command="bash tools/gpu_check.sh tests", carry=[".gpu"])
+#   run(command="bash tools/gpu_check.sh sanitize", carry=[".gpu"])
+#   run(command="bash tools/gpu_check.sh bench", carry=[".gpu"])
+#   run(command="bash tools/gpu_check.sh 'tests sanitize'", carry=[".gpu"])
+# Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
+# a wrong barrier count hangs the GPU.
+source .gpu/gpu-env.sh > "$OUT/env.log" 2>&1 || { cat "$OUT/env.log"; exit 1; }
+export TILELANG_CACHE_DIR=/tmp/tlcache
+summary=()
+step() {
+  local name=$1 lim=$2; shift 2
+  local t0=$(date +%s); timeout "$lim" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  summary+=("$name rc=$rc $(( $(date +%s) - t0 ))s")
+}
+for part in ${1:-tests}; do
+  case $part in
+    tests)
+      step gpu_tests 400 python3 -m pytest testing -m gpu -q -p no:cacheprovider -o addopts="" \
+        -n 14 --timeout 150 -rf
+      grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | cut -c1-160 | head -40
+      tail -1 "$OUT/gpu_tests.log" ;;
+    sanitize)
+      for tool in racecheck synccheck memcheck; do
+        step "$tool" 150 compute-sanitizer --tool "$tool" python3 tools/sanitize_kernels.py
+        grep -E "SUMMARY|max errors|default gemm" "$OUT/$tool.log" | tail -3
+      done ;;
+    bench)
+      step bench_gemm 300 python3 benchmarks/bench_gemm.py --quick --path default
+      tail -12 "$OUT/bench_gemm.log"
+      step bench_gemm_sm80 200 python3 benchmarks/bench_gemm.py --quick --path sm80 --sizes 8192
+      tail -6 "$OUT/bench_gemm_sm80.log"
+      step bench_jit 90 python3 benchmarks/bench_jit.py
+      tail -14 "$OUT/bench_jit.log" ;;
+    attention)
+      step bench_attention 500 python3 benchmarks/bench_attention.py
+      tail -14 "$OUT/bench_attention.log" ;;
+    *) echo "unknown part $part (tests, sanitize, bench, attention)"; exit 2 ;;
+  esac
+done
+printf '%s\n' "${summary[@]}"
