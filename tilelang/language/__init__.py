@@ -9,10 +9,15 @@ tile-level surface: ``T.Kernel``, allocations, tile operators and loop kinds.
 from tvm.script.tirx import *
 from tvm.script.tirx import macro
 
+from ..utils import tvm_compat
+
+tvm_compat.install()  # expr.dtype, as programs for the public TileLang read it
+
 from .dtypes import *  # T.float16 ... as dtype objects (str subclasses), T.dtype
 from .eager import const, empty
 from .intrinsics import *  # T.clamp, T.sync_threads, T.__exp ...
 
+from ..layout import Fragment, Layout  # the tile layouts, not TVM's tirx.Layout
 from ..ops.annotate import annotate_layout, use_swizzle
 from ..ops.atomic import atomic_add, atomic_max, atomic_min
 from ..ops.copy import copy

@@ -3,6 +3,7 @@ rasterization.  Targets that have no use for them (the CPU) drop them."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tvm import tirx
@@ -11,6 +12,8 @@ from tvm.script import tirx as _T
 from ..errors import TileOpError
 from . import region as R
 from .base import LowerContext, TileOp, register
+
+log = logging.getLogger("tilelang")
 
 
 @register
@@ -42,6 +45,13 @@ def annotate_layout(layout_map: dict) -> None:
         if list(map(int, buf.shape)) != list(layout.shape):
             raise TileOpError(f"T.annotate_layout: layout shape {layout.shape} does not match "
                               f"buffer {buf.name} of shape {R.fmt_shape(buf.shape)}")
+        if buf.scope() == "global":
+            # The public TileLang permutes the tensor's storage; kernels here read and write
+            # global tensors row-major, so every kernel sees the same values through logical
+            # indices and only the raw memory order differs (docs/compatibility.md).
+            log.warning("T.annotate_layout: the layout of global tensor %s is not applied; it "
+                        "stays row-major (the values seen through its indices are the same)",
+                        buf.name)
         _T.evaluate(AnnotateLayout(buffer=buf, layout=encode(layout)).to_call())
 
 

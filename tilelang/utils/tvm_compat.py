@@ -1,0 +1,36 @@
+"""``expr.dtype`` on TVM 0.27 scalar expressions.
+
+Programs written for the public TileLang read ``x.dtype`` of a scalar expression (a loaded
+element, a variable, ``a + b``) and compare it with a dtype (``val.dtype == T.uint8``).  TVM
+0.27 keeps an expression's type in ``.ty`` (a ``PrimType``) and has ``.dtype`` only on buffer
+variables; this adds it for every expression of a scalar type, as a dtype object."""
+
+from __future__ import annotations
+
+import tvm
+
+from .dtype import canonical_dtype
+
+
+def _scalar_dtype(expr):
+    ty = expr.ty
+    if not isinstance(ty, tvm.ir.PrimType):
+        raise AttributeError(f"{type(expr).__name__} of type {ty} has no dtype")
+    return canonical_dtype(str(ty.dtype), "dtype")
+
+
+def install() -> None:
+    """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs)."""
+    if "dtype" not in tvm.ir.Expr.__dict__:
+        tvm.ir.Expr.dtype = property(_scalar_dtype)
+    var_dtype = tvm.ir.expr.Var.__dict__.get("dtype")
+    if var_dtype is not None and not getattr(var_dtype.fget, "_tilelang", False):
+        buffer_dtype = var_dtype.fget
+
+        def dtype(var):
+            if isinstance(var.ty, tvm.ir.PrimType):
+                return _scalar_dtype(var)
+            return buffer_dtype(var)
+
+        dtype._tilelang = True
+        tvm.ir.expr.Var.dtype = property(dtype)
