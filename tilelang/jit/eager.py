@@ -337,7 +337,7 @@ def _parse(source: Source, tree: ast.Module, extra_vars: dict) -> tirx.PrimFunc:
 
     clear_pending()
     try:
-        with _constant_sizes_stay_values():
+        with _constant_sizes_stay_values(), _parser.scalar_bindings() as bindings:
             func = _run_parser(_Transformed(), extra_vars)
         func = mark_parallel_loops(func)
     except DiagnosticError as err:
@@ -348,6 +348,7 @@ def _parse(source: Source, tree: ast.Module, extra_vars: dict) -> tirx.PrimFunc:
         raise dsl from None
     finally:
         clear_pending()
+    _parser.check_bindings(func, bindings)
     _parser.check_constant_indices(func)
     return func
 

@@ -9,6 +9,7 @@ shape.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from typing import Callable
 
@@ -36,7 +37,8 @@ def prim_func(func: Callable | None = None, private: bool = False,
             _utils.resolve_closure_vars(fn, extra_vars, inspect.stack())
         clear_pending()
         try:
-            f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
+            with scalar_bindings() as bindings:
+                f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
             f = mark_parallel_loops(f)
         except DiagnosticError as err:
             cause = _root_cause(err)
@@ -46,6 +48,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
             raise dsl from None
         finally:
             clear_pending()
+        check_bindings(f, bindings)
         check_constant_indices(f)
         setattr(f, "__name__", fn.__name__)
         return f
@@ -57,6 +60,49 @@ def prim_func(func: Callable | None = None, private: bool = False,
 
 
 setattr(prim_func, "dispatch_token", "tirx")
+
+
+@contextlib.contextmanager
+def scalar_bindings():
+    """While a body is parsed, record the defining value of each kernel scalar made by
+    ``x = expr`` (see :class:`tilelang.ops.region.ScalarBindings`)."""
+    from tvm.tirx.script.parser import parser as tvm_parser
+
+    from ..ops import region as R
+
+    original = tvm_parser.bind_assign_value
+    bindings = R.ScalarBindings()
+
+    def bind(self, node, var_name, value, *args, **kwargs):
+        res = original(self, node, var_name, value, *args, **kwargs)
+        if isinstance(res, tvm.ir.TensorLoad) and isinstance(value, tvm.ir.Expr) \
+                and not res.same_as(value):  # a new scalar, defined by value
+            R.record_binding(res.source, value)
+        return res
+
+    tvm_parser.bind_assign_value = bind
+    R._bindings.append(bindings)
+    try:
+        yield bindings
+    finally:
+        R._bindings.pop()
+        tvm_parser.bind_assign_value = original
+
+
+def check_bindings(func: PrimFunc, bindings) -> None:
+    """Raise :class:`DSLError` if a shape check relied on the defining value of a scalar that
+    the body assigns more than once."""
+    if not bindings.relied:
+        return
+    stores: dict = {}
+    tvm_ffi.structural_walk(func.body, (tirx.BufferStore, lambda s: stores.__setitem__(
+        s.buffer.__chandle__(), stores.get(s.buffer.__chandle__(), 0) + 1)))
+    for key, (buf, claim) in bindings.relied.items():
+        if stores.get(key, 0) > 1:
+            raise DSLError(f"a tile operator's shape check needs {claim}, which holds for the "
+                           f"value {buf.name} is defined with, but {buf.name} is assigned "
+                           f"{stores[key]} times; compute the slice bounds from values that "
+                           f"do not change")
 
 
 def _message(err: DiagnosticError) -> str:

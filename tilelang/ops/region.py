@@ -103,10 +103,60 @@ def as_int(x) -> int | None:
     return None
 
 
+class ScalarBindings:
+    """The values of the kernel scalars the program being parsed defined by ``x = expr``
+    (TVMScript makes each a one-element local buffer).  A shape check may read a scalar as its
+    defining value (``kv_end - kv_start`` is the tile size); that holds only if the scalar is
+    never assigned again, which the parser verifies once the whole body is known
+    (:func:`check_bindings`)."""
+
+    def __init__(self):
+        self.values: dict = {}  # buffer handle -> (buffer, defining value)
+        self.relied: dict = {}  # buffer handle -> (buffer, what relied on it)
+
+
+_bindings: list[ScalarBindings] = []
+
+
+def record_binding(buf, value) -> None:
+    if _bindings:
+        _bindings[-1].values[buf.__chandle__()] = (buf, value)
+
+
+def _substitute_bindings(e, used: dict):
+    """``e`` with loads of bound scalars replaced by their defining values (transitively)."""
+    if not _bindings:
+        return e
+    values = _bindings[-1].values
+
+    def load(x):
+        hit = values.get(x.source.__chandle__())
+        if hit is None:
+            return None
+        used[x.source.__chandle__()] = hit[0]
+        return _substitute_bindings(hit[1], used)
+
+    from ..transform.ir import map_nodes
+
+    def on_load(x):
+        v = load(x)
+        return x if v is None else v
+
+    return map_nodes(e, (tvm.ir.TensorLoad, on_load))
+
+
 def same_extent(a, b) -> bool:
     if as_int(a) is not None and as_int(b) is not None:
         return as_int(a) == as_int(b)
-    return bool(_analyzer.can_prove_equal(a, b))
+    if _analyzer.can_prove_equal(a, b):
+        return True
+    used: dict = {}
+    a2, b2 = _substitute_bindings(a, used), _substitute_bindings(b, used)
+    if used and _analyzer.can_prove_equal(a2, b2):
+        for k, buf in used.items():
+            _bindings[-1].relied.setdefault(k, (buf, f"{a} == {b}"))
+        return True
+    return False
 
 
 def same_shape(a: Sequence, b: Sequence) -> bool:
