@@ -29,10 +29,18 @@ PIPELINE_KEYS = {
 }
 
 
-def Parallel(*extents: Any, coalesced_width: int | None = None):
-    """``for i, j in T.Parallel(M, N)``: element-wise loop nest over an ``M x N`` tile."""
+def Parallel(*extents: Any, coalesced_width: int | None = None, prefer_async: bool = False,
+             annotations: dict | None = None, loop_layout: Any = None):
+    """``for i, j in T.Parallel(M, N)``: element-wise loop nest over an ``M x N`` tile.
+    ``prefer_async`` and ``annotations`` are scheduling hints (``tilelang.ops.hints``);
+    ``loop_layout`` (a fixed thread mapping) is refused."""
+    from ..ops.hints import check_hints, refuse
+
     if not extents:
         raise DSLError("T.Parallel needs at least one extent")
+    check_hints("T.Parallel", annotations, prefer_async)
+    refuse("T.Parallel", "loop_layout", loop_layout,
+           "layout inference maps loop iterations to threads")
     ann = {"tl.coalesced_width": coalesced_width} if coalesced_width else None
     if len(extents) == 1:
         return _T.parallel(0, extents[0], annotations=ann)

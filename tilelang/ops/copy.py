@@ -43,11 +43,17 @@ def copy(
     coalesced_width: int | None = None,
     disable_tma: bool = False,
     eviction_policy: str | None = None,
+    annotations: dict | None = None,
+    prefer_async: bool = False,
 ):
     """Copy ``src`` to ``dst`` (buffers, slices, or element indices meaning "the region of
     the other side's shape starting here").  ``coalesced_width`` bounds the vector width of
     the generated accesses, ``disable_tma`` keeps a Hopper copy off the TMA unit and
-    ``eviction_policy`` (``"evict_first"``, ``"evict_last"``) is an L2 hint."""
+    ``eviction_policy`` (``"evict_first"``, ``"evict_last"``) is an L2 hint;
+    ``annotations`` and ``prefer_async`` are scheduling hints (``tilelang.ops.hints``)."""
+    from .hints import check_hints
+
+    check_hints("T.copy", annotations, prefer_async)
     if R.is_element(src) and R.is_element(dst):
         raise TileOpError(
             f"T.copy: both source {src} and destination {dst} are single elements; "

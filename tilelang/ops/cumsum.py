@@ -23,8 +23,13 @@ class Cumsum(TileOp):
     fields = ("src", "dst", "dim", "reverse")
 
 
-def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False):
-    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (default: in place)."""
+def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False,
+           annotations: dict | None = None):
+    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (default: in place);
+    ``annotations`` are scheduling hints (``tilelang.ops.hints``)."""
+    from .hints import check_hints
+
+    check_hints("T.cumsum", annotations)
     s = R.region_of(src, "T.cumsum", "source")
     d = R.region_of(dst if dst is not None else src, "T.cumsum", "destination")
     ss, ds = R.extents(s), R.extents(d)

@@ -69,10 +69,16 @@ def gemm(
     clear_accum: bool = False,
     k_pack: int = 1,
     wg_wait: int = 0,
+    mbar: Any = None,
 ):
     """``C += A @ B`` (with optional transposes) for A, B in shared memory or fragments and C
     a fragment; ``policy`` chooses the warp layout on GPUs, ``clear_accum`` zeroes C first,
-    ``k_pack`` and ``wg_wait`` tune the Hopper path (K packing, WGMMA groups left in flight)."""
+    ``k_pack`` and ``wg_wait`` tune the Hopper path (K packing, WGMMA groups left in flight).
+    ``mbar`` (an mbarrier the gemm arrives on when done, sm_100) is refused."""
+    from .hints import refuse
+
+    refuse("T.gemm", "mbar", mbar, "the gemm completes before the next statement; "
+           "no barrier is arrived on")
     a = R.region_of(A, "T.gemm", "A")
     b = R.region_of(B, "T.gemm", "B")
     c = R.region_of(C, "T.gemm", "C")
