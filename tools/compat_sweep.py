@@ -144,8 +144,11 @@ def _install_hooks() -> None:
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_name = lambda *a, **k: "NVIDIA H200 (swept on the CPU)"
     torch.cuda.max_memory_allocated = lambda *a, **k: 0
-    generator = torch.Generator
-    torch.Generator = lambda device="cpu", *a, **k: generator(cpu(device), *a, **k)
+    class Generator(torch.Generator):  # a class still: annotations write `Generator | None`
+        def __new__(cls, device="cpu"):
+            return torch._C.Generator(cpu(device))
+
+    torch.Generator = Generator
 
     import tilelang
     import tilelang.jit  # noqa: F401
