@@ -35,6 +35,12 @@ of warp groups or would exceed 1024 threads; no pipelined loop has only TMA prod
 sits under control flow the producer cannot evaluate (it reads memory, or a variable bound by
 code the producer does not run) or inside another pipelined loop, or its tiles are not
 allocated at the kernel's top level.  Register hints are removed on every target.
+
+Kernel scalars on the way to a loop (``loop_range = T.min(...)``: a one-element ``local`` /
+``local.var`` buffer and its store) are per-thread memory the producer does not share; the
+producer recomputes one, as a binding of its own, when a single store defines it, nothing else
+writes it, the store lies on the producer's path before the loop, and its value reads no memory
+besides other such scalars (block indices, parameters and constants are fine).
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from ..errors import LoweringError
 from ..ops.copy import MBARRIER, tma_enabled
 from . import pass_config
 from .inject_pipeline import _Pipeline, _written_shared_buffers
-from .ir import StmtMutator, find_all, launch_chain, seq
+from .ir import StmtMutator, find_all, launch_chain, map_nodes, seq
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
 
@@ -79,6 +85,34 @@ def _body_stmts(loop) -> list:
 
 def _reads_memory(e) -> bool:
     return bool(find_all(e, tvm.ir.TensorLoad))
+
+
+SCALAR_SCOPES = ("local", "local.var")
+
+
+def _scalar_definitions(body) -> dict:
+    """Per-thread scalars (``x = expr``, ``T.alloc_var``: a one-element ``local`` /
+    ``local.var`` buffer) that a single store defines and nothing else writes (no tile
+    operator region, no address taken): buffer key -> that store."""
+    stores: dict = {}
+    written: set = set()
+    for st in find_all(body, tirx.BufferStore):
+        b = st.buffer
+        if b.scope() in SCALAR_SCOPES:
+            stores.setdefault(_key(b), []).append(st)
+    for r in find_all(body, tvm.ir.TensorRegion):
+        written.add(_key(r.source))
+    for c in find_all(body, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
+                      c.op.name == "tirx.address_of"):
+        for ld in find_all(c, tvm.ir.TensorLoad):
+            written.add(_key(ld.source))
+    out = {}
+    for k, sts in stores.items():
+        b = sts[0].buffer
+        one = all(isinstance(d, tirx.IntImm) and int(d) == 1 for d in b.shape)
+        if len(sts) == 1 and one and k not in written:
+            out[k] = sts[0]
+    return out
 
 
 class _StripHints(StmtMutator):
@@ -110,28 +144,60 @@ class _Skeleton:
     """The producer's program: the control flow from the kernel body to each chosen loop
     (serial loops, conditions, bindings), the loops themselves, nothing else."""
 
-    def __init__(self, chosen: dict, defined: set):
+    def __init__(self, chosen: dict, defined: set, scalars: dict | None = None):
         self.chosen = chosen  # loop key -> ws id
         self.defined = set(defined)  # var keys the producer has
         self.why: dict[int, str] = {}  # ws id -> why it cannot be reached
         self.path: list = []  # control expressions on the way down
         self.producer_stmts: dict = {}  # loop key -> its producer statements
+        self.scalars = scalars or {}  # scalar buffer key -> its one defining store
+        self.recomputed: dict = {}  # scalar buffer key -> the producer's variable for it
+        self.loops: dict = {}  # key of each chosen loop as the producer has it -> ws id
+
+    def own(self, node):
+        """``node`` with the loads of the scalars the producer recomputes replaced by the
+        producer's variables."""
+        if not self.recomputed:
+            return node
+        return map_nodes(node, (tvm.ir.TensorLoad,
+                                lambda ld: self.recomputed.get(_key(ld.source), ld)))
+
+    def recompute(self, s):
+        """The producer's copy of a statement that leads to no chosen loop: a binding, or a
+        scalar's defining store (as a binding of a fresh variable), when its value reads no
+        memory besides scalars the producer already recomputes; otherwise ``None``."""
+        if isinstance(s, tirx.Bind):
+            value = self.own(s.value)
+            if _reads_memory(value):
+                return None
+            self.defined.add(_key(s.var))
+            return tirx.Bind(s.var, value)
+        if isinstance(s, tirx.BufferStore) and _key(s.buffer) in self.scalars and \
+                self.scalars[_key(s.buffer)].same_as(s):
+            value = self.own(s.value)
+            if _reads_memory(value):
+                return None
+            var = tirx.Var(s.buffer.name, s.buffer.dtype)
+            self.recomputed[_key(s.buffer)] = var
+            self.defined.add(_key(var))
+            return tirx.Bind(var, value)
+        return None
 
     def build(self, s):
         if isinstance(s, tirx.For) and _key(s) in self.chosen:
             i = self.chosen[_key(s)]
+            stmts = [self.own(x) for x in self.producer_stmts.get(_key(s), [])]
+            s = self.own(s)
+            self.loops[_key(s)] = i
             need = [s.min, s.extent] + self.path
             self.defined.add(_key(s.loop_var))
-            why = self._unreachable(need + self.producer_stmts.get(_key(s), []))
+            why = self._unreachable(need + stmts)
             if why:
                 self.why[i] = why
                 return None
             return s
         if not any(_key(x) in self.chosen for x in find_all(s, tirx.For)):
-            if isinstance(s, tirx.Bind) and not _reads_memory(s.value):
-                self.defined.add(_key(s.var))
-                return s
-            return None
+            return self.recompute(s)
         if isinstance(s, tirx.SeqStmt):
             out = [self.build(x) for x in s.seq]
             kept = [x for x in out if x is not None and not isinstance(x, tirx.Bind)]
@@ -140,20 +206,22 @@ class _Skeleton:
             if s.kind != tirx.ForKind.SERIAL or s.thread_binding is not None or _pipelined(s):
                 return self._give_up(s, f"it sits inside a {'pipelined' if _pipelined(s) else str(s.kind)} "
                                         f"loop over {s.loop_var.name}")
-            self.path += [s.min, s.extent]
+            lo, ext = self.own(s.min), self.own(s.extent)
+            self.path += [lo, ext]
             self.defined.add(_key(s.loop_var))
             body = self.build(s.body)
             del self.path[-2:]
-            return None if body is None else tirx.For(s.loop_var, s.min, s.extent, s.kind, body,
+            return None if body is None else tirx.For(s.loop_var, lo, ext, s.kind, body,
                                                       None, {}, s.step)
         if isinstance(s, tirx.IfThenElse):
-            self.path.append(s.condition)
+            cond = self.own(s.condition)
+            self.path.append(cond)
             then = self.build(s.then_case)
             els = self.build(s.else_case) if s.else_case is not None else None
             self.path.pop()
             if then is None and els is None:
                 return None
-            return tirx.IfThenElse(s.condition, then if then is not None else seq([]), els)
+            return tirx.IfThenElse(cond, then if then is not None else seq([]), els)
         if isinstance(s, tirx.AttrStmt) and s.attr_key != GROUP_ATTR:
             body = self.build(s.body)
             return None if body is None else tirx.AttrStmt(s.node, s.attr_key, s.value, body)
@@ -165,10 +233,23 @@ class _Skeleton:
                 self.why.setdefault(self.chosen[_key(x)], why)
         return None
 
+    def _origin(self, e) -> str:
+        """``e``, followed by the definitions of the scalars it reads down to the memory they
+        read (``m; m = n; n = L[bx]``)."""
+        out, seen = [str(e)], set()
+        while True:
+            ld = find_all(e, tvm.ir.TensorLoad)
+            store = self.scalars.get(_key(ld[0].source)) if ld else None
+            if store is None or _key(store.buffer) in seen:
+                return "; ".join(out)
+            seen.add(_key(store.buffer))
+            e = store.value
+            out.append(f"{store.buffer.name} = {e}")
+
     def _unreachable(self, exprs) -> str | None:
         for e in exprs:
             if not isinstance(e, tirx.Stmt) and _reads_memory(e):
-                return f"its control flow reads memory ({e})"
+                return f"its control flow reads memory ({self._origin(e)})"
         for e in exprs:
             for v in _free_vars(e):
                 if _key(v) not in self.defined:
@@ -312,7 +393,8 @@ class _Kernels(StmtMutator):
                     break
         defined = set(self.params) | {_key(a.node.var) for a in chain
                                       if a.attr_key == "thread_extent"}
-        skel = _Skeleton(chosen, defined)
+        scalars = _scalar_definitions(body)
+        skel = _Skeleton(chosen, defined, scalars)
         skel.producer_stmts = producer_stmts
         rest = seq([x for x in top if not any(x.same_as(h) for h in hoisted)])
         producer = skel.build(rest)
@@ -321,7 +403,7 @@ class _Kernels(StmtMutator):
             why.append(f"loop over {loop.loop_var.name}: {reason}")
             del chosen[_key(loop)]
         if skel.why:  # rebuild without the loops it cannot reach
-            skel = _Skeleton(chosen, defined)
+            skel = _Skeleton(chosen, defined, scalars)
             skel.producer_stmts = producer_stmts
             producer = skel.build(rest)
         if not chosen or producer is None:
@@ -332,7 +414,7 @@ class _Kernels(StmtMutator):
         producers = ThreadGroup(user, WARP_GROUP)
         part = [consumers.offset, consumers.count, producers.offset, producers.count]
 
-        def mark(stmt, role):
+        def mark(stmt, role, chosen):
             def on_for(s):
                 i = chosen.get(_key(s))
                 if i is None:
@@ -355,8 +437,8 @@ class _Kernels(StmtMutator):
             if c_regs is not None:
                 c_head = [tirx.Evaluate(registers.setmaxnreg(c_regs, True))]
             p_head = [tirx.Evaluate(registers.setmaxnreg(p_regs, False))]
-        cons = _region(consumers, tx, seq(c_head + [mark(rest, "consumer")]))
-        prod = _region(producers, tx, seq(p_head + [mark(producer, "producer")]))
+        cons = _region(consumers, tx, seq(c_head + [mark(rest, "consumer", chosen)]))
+        prod = _region(producers, tx, seq(p_head + [mark(producer, "producer", skel.loops)]))
         log.debug("warp specialization of %s: %d consumer threads, a producer warp group "
                   "(threads %d..%d) for %d loop(s); registers %s", self.name(), user, user,
                   user + WARP_GROUP - 1, len(chosen),

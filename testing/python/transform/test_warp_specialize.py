@@ -268,3 +268,68 @@ def test_dynamic_trip_count():
     s = split_summary(f)
     assert s["threads"] == 256 and s[(128, 128)]["tma"] == 2
     assert "k_pipe_base = k_pipe_base + (K + 63) // 64" in regions(f)[(128, 128)].script()
+
+
+# a loop bound held in a kernel scalar ------------------------------------------------------
+def scalar_bound(S=256, D=64, bm=64, bn=64, threads=128, bound="blocks"):
+    """Attention-shaped (a Q tile before the loop), with the trip count in kernel scalars:
+    ``blocks``: ``n = min(ceildiv(S, bn), ceildiv((bx + 1) bm, bn))`` (a causal attention's
+    bound, from the block index and constants) and ``m = n`` (a scalar defined by another);
+    ``memory``: ``n = L[bx]``, read from a tensor.  O[r] = sum over the first ``m`` K tiles of
+    the rows of Q K^T."""
+
+    @T.prim_func
+    def main(Q: T.Tensor((S, D), "float16"), K: T.Tensor((S, D), "float16"),
+             L: T.Tensor((S // bm,), "int32"), O: T.Tensor((S,), "float32")):
+        with T.Kernel(S // bm, threads=threads) as bx:
+            Q_s = T.alloc_shared((bm, D), "float16")
+            K_s = T.alloc_shared((bn, D), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            row = T.alloc_fragment((bm,), "float32")
+            tot = T.alloc_fragment((bm,), "float32")
+            T.copy(Q[bx * bm, 0], Q_s)
+            T.clear(tot)
+            if bound == "memory":
+                n = L[bx]
+            else:
+                n = T.min(T.ceildiv(S, bn), T.ceildiv((bx + 1) * bm, bn))
+            m = T.alloc_var("int32")
+            m = n
+            for k in T.Pipelined(m, num_stages=2):
+                T.copy(K[k * bn, 0], K_s)
+                T.clear(acc)
+                T.gemm(Q_s, K_s, acc, transpose_B=True)
+                T.reduce_sum(acc, row, dim=1)
+                for i in T.Parallel(bm):
+                    tot[i] += row[i]
+            T.copy(tot, O[bx * bm])
+
+    return main
+
+
+def test_loop_bound_in_scalars_is_recomputed_by_the_producer(caplog):
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(scalar_bound())
+    assert "warp specialization off" not in caplog.text
+    s = split_summary(f)
+    assert s["threads"] == 256 and s[(128, 128)]["tma"] == 1 and s[(0, 128)]["tma"] == 1
+    prod = regions(f)[(128, 128)]
+    # the producer binds the scalars' values itself and reads no per-thread memory
+    binds = {b.var.name: b.value for b in find_all(prod, tirx.Bind)}
+    assert "n" in binds and "m" in binds, prod.script()
+    assert "bx" in str(binds["n"]) and not find_all(
+        prod, tvm.ir.TensorLoad, lambda ld: ld.source.name in ("n", "m"))
+    (loop,) = [x for x in find_all(prod, tirx.For) if x.loop_var.name == "k"]
+    assert loop.extent.same_as(find_all(prod, tirx.Bind, lambda b: b.var.name == "m")[0].var)
+    # the consumers keep the user's scalars
+    cons = regions(f)[(0, 128)]
+    assert find_all(cons, tirx.BufferStore, lambda st: st.buffer.name == "m")
+    assert "Q_s" not in prod.script()
+
+
+def test_loop_bound_read_from_a_tensor_falls_back(caplog):
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(scalar_bound(bound="memory"))
+    assert block_threads(f) == 128 and not regions(f)
+    assert "loop over k: its control flow reads memory (m; m = n; n = L[bx])" in caplog.text
+
