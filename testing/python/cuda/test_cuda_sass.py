@@ -6,6 +6,7 @@ package); skipped where either is missing.  No GPU needed."""
 import glob
 import os
 import shutil
+import site
 import subprocess
 import sysconfig
 
@@ -19,9 +20,11 @@ def _cuobjdump():
     found = shutil.which("cuobjdump")
     if found:
         return found
-    site = sysconfig.get_paths()["purelib"]
-    hits = glob.glob(os.path.join(site, "nvidia", "*", "bin", "cuobjdump"))
-    return hits[0] if hits else None
+    for root in [sysconfig.get_paths()["purelib"], *site.getsitepackages()]:
+        hits = glob.glob(os.path.join(root, "nvidia", "*", "bin", "cuobjdump"))
+        if hits:
+            return hits[0]
+    return None
 
 
 @pytest.fixture(scope="module")
