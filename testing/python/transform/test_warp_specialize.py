@@ -333,3 +333,19 @@ def test_loop_bound_read_from_a_tensor_falls_back(caplog):
     assert block_threads(f) == 128 and not regions(f)
     assert "loop over k: its control flow reads memory (m; m = n; n = L[bx])" in caplog.text
 
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_example_is_specialized_q_stays_with_the_consumers(causal):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                    "flash_attention"))
+    from example_mha_fwd import flashattn
+
+    f = lowered(flashattn(8, 16, 4096, 128, causal, block_M=128, block_N=128, num_stages=2,
+                          threads=256))
+    s = split_summary(f)
+    # Q (two 128-byte panels) loaded by the consumers; K and V (two panels each) by the producer
+    assert s["threads"] == 384 and s[(0, 256)]["tma"] == 2 and s[(256, 128)]["tma"] == 4
+    prod = regions(f)[(256, 128)]
+    assert "Q_shared" not in prod.script()
+    assert [b.var.name for b in find_all(prod, tirx.Bind)] == ["loop_range"]
