@@ -8,23 +8,12 @@ import subprocess
 import pytest
 
 from tilelang.errors import CompileError
+from folders import read_only
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 BAD = 'extern "C" __global__ void k() { this is not cuda; }'
 
 
-def read_only(folder):
-    """Make ``folder`` unwritable, even for root (chattr +i); returns the undo, or skips."""
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o555)
-    undo = lambda: folder.chmod(0o755)  # noqa: E731
-    if os.access(folder, os.W_OK):  # root: permissions do not apply
-        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
-            undo()
-            pytest.skip("cannot make a folder read-only here")
-        undo = lambda: (subprocess.run(["chattr", "-i", str(folder)]),  # noqa: E731
-                        folder.chmod(0o755))
-    return undo
 
 
 @needs_nvcc

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import tilelang
+from folders import read_only
 
 PROGRAM = textwrap.dedent('''
     import sys, time, torch
@@ -229,18 +230,6 @@ def test_damaged_entry_is_deleted_and_rebuilt(tmp_path, pristine_entry, damage):
 
 # Where the cache lives ----------------------------------------------------------------------
 
-def read_only(folder):
-    """Make ``folder`` unwritable, even for root (chattr +i); returns the undo, or skips."""
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o555)
-    undo = lambda: folder.chmod(0o755)  # noqa: E731
-    if os.access(folder, os.W_OK):  # root: permissions do not apply
-        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
-            undo()
-            pytest.skip("cannot make a folder read-only here")
-        undo = lambda: (subprocess.run(["chattr", "-i", str(folder)]),  # noqa: E731
-                        folder.chmod(0o755))
-    return undo
 
 
 def fill_program(value):
