@@ -1,4 +1,5 @@
-"""Flash-attention forward (online softmax), causal or not, any sequence length.
+"""Flash-attention forward (online softmax), causal or not, any sequence length, fp16 or bf16.
+Tensors are (batch, seq_len, heads, dim) ("BSHD").
 
 Per block of block_M queries: S = Q K^T (T.gemm with transpose_B), running row max and
 rescale with T.exp2, P V accumulated in fp32 (second T.gemm), normalized at the end.
@@ -96,6 +97,11 @@ def reference(Q, K, V, is_causal):
     return (torch.softmax(s, dim=-1) @ v).transpose(1, 2).to(Q.dtype)
 
 
+# Tolerance against the fp32 reference: the output is rounded to the input dtype (bf16 keeps
+# 8 significant bits, fp16 11) and P is rounded to it before the second GEMM.
+TOLERANCE = {"float16": 1e-2, "bfloat16": 2e-2}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--batch", type=int, default=None)
@@ -103,6 +109,7 @@ def main(argv=None):
     parser.add_argument("--seq_len", type=int, default=None)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--dtype", choices=sorted(TOLERANCE), default="float16")
     parser.add_argument("--target", default="auto")
     args = parser.parse_args(argv)
     on_gpu = torch.cuda.is_available() and args.target in ("auto", "cuda")
@@ -110,12 +117,15 @@ def main(argv=None):
     H = args.heads or (16 if on_gpu else 2)
     S = args.seq_len or (4096 if on_gpu else 200)
     D = args.dim
-    kernel = tilelang.compile(flashattn(B, H, S, D, args.causal), out_idx=[3], target=args.target)
+    kernel = tilelang.compile(flashattn(B, H, S, D, args.causal, dtype=args.dtype), out_idx=[3],
+                              target=args.target)
     device = "cuda" if on_gpu else "cpu"
-    q, k, v = (torch.randn(B, S, H, D, device=device, dtype=torch.float16) for _ in range(3))
+    dtype = getattr(torch, args.dtype)
+    q, k, v = (torch.randn(B, S, H, D, device=device, dtype=dtype) for _ in range(3))
     out = kernel(q, k, v)
-    torch.testing.assert_close(out, reference(q, k, v, args.causal), rtol=1e-2, atol=1e-2)
-    print(f"flash attention B={B} H={H} S={S} D={D} causal={args.causal} on "
+    tol = TOLERANCE[args.dtype]
+    torch.testing.assert_close(out, reference(q, k, v, args.causal), rtol=tol, atol=tol)
+    print(f"flash attention BSHD B={B} H={H} S={S} D={D} causal={args.causal} {args.dtype} on "
           f"{kernel.target.kind.name}: matches torch")
 
 
