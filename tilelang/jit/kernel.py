@@ -160,7 +160,7 @@ def _source_of(rt_mod, target: Target) -> str:
 
 def _prelude_of(func: tirx.PrimFunc) -> str:
     """The ``T.Kernel(prelude=...)`` texts of ``func`` (device code placed before the kernel)."""
-    from ..transform.ir import find_all
+    from ..ir_utils import find_all
 
     found = find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "tl.prelude")
     return "\n".join(str(a.value.value) for a in found)

@@ -23,7 +23,7 @@ from tvm.tirx.buffer import is_buffer_var
 from tvm.tirx import compilation_pipeline as _cp
 
 from ..errors import KernelMismatchError, ReferenceUnsupportedError, TileLangError
-from ..transform.ir import StmtMutator, find_all, seq, uses_var
+from ..ir_utils import StmtMutator, find_all, seq, uses_var
 from ..transform.passes import function_pass, original_errors
 
 OWNERS_ATTR = "tl.block_owners"  # PrimFunc attr: owner buffer per parameter buffer (same order)

@@ -87,7 +87,7 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """Give the loops created by multi-dimensional ``T.Parallel`` the parallel kind."""
     if not _pending_parallel:
         return func
-    from ..transform.ir import StmtMutator
+    from ..ir_utils import StmtMutator
 
     pending = dict(_pending_parallel)
 

@@ -66,7 +66,7 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any
 
 
 def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
-    from ..transform.ir import nop
+    from ..ir_utils import nop
 
     return nop()
 

@@ -321,7 +321,7 @@ def _is_zero(e) -> bool:
 
 
 def _depends_on_data(e) -> bool:
-    from ..transform.ir import find_all
+    from ..ir_utils import find_all
 
     return bool(find_all(e, tvm.ir.TensorLoad))
 
@@ -367,7 +367,7 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar) -> tirx.Stmt:
 
 
 def _leader(ctx: LowerContext, stmts) -> tirx.Stmt:
-    from ..transform.ir import seq
+    from ..ir_utils import seq
 
     rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")
     return tirx.IfThenElse(rank == 0, seq(stmts), None)
@@ -377,7 +377,7 @@ def _tma_sync(op: Copy, ctx: LowerContext, plan: TmaPlan) -> tirx.Stmt:
     """A copy outside a pipeline: a barrier of the group (earlier readers of the tile are
     done), one thread arms a barrier with the bytes and issues the loads, every thread waits
     on the barrier's current phase, whose parity a per-thread variable tracks."""
-    from ..transform.ir import seq
+    from ..ir_utils import seq
 
     bar = tirx.decl_buffer([1], "uint64", f"{R.buffer_of(op.dst).name}_tma_bar",
                            scope="shared.dyn")
@@ -424,7 +424,7 @@ def tma_copy_op(src: Any, dst: Any, barrier) -> tvm.ir.Call:
 
 @TmaCopy.lowering("cuda")
 def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
-    from ..transform.ir import seq
+    from ..ir_utils import seq
 
     as_copy = Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0, disable_tma=False,
                    eviction_policy="")

@@ -17,6 +17,7 @@ from tvm import tirx
 from ..device import sm80 as device
 from ..device import wgmma
 from ..errors import LoweringError, TileOpError
+from ..layout.fragment import THREAD, Factor, Fragment, mma_accumulator
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -42,6 +43,34 @@ class Gemm(TileOp):
         m, k = (a[1], a[0]) if self.transpose_A else (a[0], a[1])
         n = b[0] if self.transpose_B else b[1]
         return m, n, k
+
+
+def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
+    """The warps_m x warps_n grid a gemm of an m x n tile uses."""
+    if policy == GemmWarpPolicy.FullRow:
+        cands = [(num_warps, 1)]
+    elif policy == GemmWarpPolicy.FullCol:
+        cands = [(1, num_warps)]
+    else:
+        cands = [(w, num_warps // w) for w in range(1, num_warps + 1) if num_warps % w == 0]
+    ok = [(wm, wn) for wm, wn in cands if m % (16 * wm) == 0 and n % (8 * wn) == 0]
+    if not ok:
+        raise LoweringError(
+            f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
+            f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 columns)")
+    return min(ok, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
+
+
+def operand_layout(m: int, k: int, warps_m: int, warps_n: int) -> Fragment:
+    """A register A operand: the accumulator layout of an m x k tile over warps_m x 1 warps,
+    replicated over the warps_n column warps of the gemm."""
+    base = mma_accumulator(m, k, warps_m, 1, name="mma_a")
+    if warps_n == 1:
+        return base
+    dims = [[Factor(x.dim, x.extent, x.kind,
+                    x.stride * warps_n if x.kind == THREAD and x.stride >= 32 else x.stride)
+             for x in fs] for fs in base.dims]
+    return Fragment.from_factors([m, k], dims, [Factor(-1, warps_n, THREAD, 32)], name="mma_a")
 
 
 def _matrix(region) -> list:
@@ -190,8 +219,6 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """The device gemm ``gemm_ss`` (A, B in shared memory) or ``gemm_rs`` (A in registers):
     ldmatrix + mma.sync over the warp grid that ``LayoutInference`` chose for C, on the warps
     of the op's thread group."""
-    from ..transform.layout_inference import warp_grid
-
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     m, n, k = (R.as_int(x) for x in op.mnk())
     if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
@@ -309,7 +336,7 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
     ``LoweringError`` (mma.sync has no fp8 either).  Layout
     inference and the lowering both call this, so they agree."""
     from ..layout.swizzle import GMMA_SWIZZLES
-    from ..transform.pass_config import PassConfigKey
+    from ..pass_config_keys import PassConfigKey
 
     if not _is_sm90a(target) or (config or {}).get(PassConfigKey.TL_DISABLE_WGMMA.value):
         return None

@@ -136,7 +136,7 @@ def _substitute_bindings(e, used: dict):
         used[x.source.__chandle__()] = hit[0]
         return _substitute_bindings(hit[1], used)
 
-    from ..transform.ir import map_nodes
+    from ..ir_utils import map_nodes
 
     def on_load(x):
         v = load(x)

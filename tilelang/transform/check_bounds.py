@@ -34,7 +34,7 @@ from ..errors import OutOfBoundsError, source_location
 from ..ops.base import decode
 from ..ops.loops import dtype_of
 from . import pass_config
-from .ir import seq
+from ..ir_utils import seq
 from .passes import function_pass, target_of
 
 SOURCE_LINE = "tl.source_line"

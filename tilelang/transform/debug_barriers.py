@@ -19,7 +19,7 @@ from tvm import tirx
 from ..device import tma
 from ..engine.target import is_cpu
 from . import pass_config
-from .ir import map_nodes
+from ..ir_utils import map_nodes
 from .passes import function_pass, target_of
 
 DEFAULT_BOUND = 1 << 20  # failed try_wait rounds before giving up (seconds on an H200)

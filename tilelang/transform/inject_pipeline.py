@@ -39,7 +39,7 @@ from ..ops import region as R
 from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from . import pipeline_schedule as schedule
-from .ir import map_nodes, StmtMutator, find_all, seq, substitute
+from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
 from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,

@@ -34,7 +34,7 @@ from ..device.effects import Mechanism, accessed_buffers, effect_of
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
-from .ir import uses_var
+from ..ir_utils import uses_var
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")

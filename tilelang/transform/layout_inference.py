@@ -24,14 +24,14 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
-from ..layout.fragment import REG, Factor, Fragment, THREAD, elementwise, mma_accumulator
+from ..layout.fragment import REG, Factor, Fragment, elementwise, mma_accumulator
 from ..ops import decode
 from ..ops import region as R
 from ..ops.annotate import AnnotateLayout
 from ..ops.copy import Copy
-from ..ops.gemm import Gemm, GemmWarpPolicy
+from ..ops.gemm import Gemm, operand_layout, warp_grid
 from ..ops.reduce import Reduce
-from .ir import StmtMutator, peel_parallel
+from ..ir_utils import StmtMutator, peel_parallel
 from .passes import at_source, function_pass, target_of
 
 FRAGMENT = "local.fragment"
@@ -58,33 +58,6 @@ def _attrs(node):
     out = []
     tvm_ffi.structural_walk(node, (tirx.AttrStmt, out.append))
     return out
-
-
-def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
-    """The warps_m x warps_n grid a gemm of an m x n tile uses."""
-    if policy == GemmWarpPolicy.FullRow:
-        cands = [(num_warps, 1)]
-    elif policy == GemmWarpPolicy.FullCol:
-        cands = [(1, num_warps)]
-    else:
-        cands = [(w, num_warps // w) for w in range(1, num_warps + 1) if num_warps % w == 0]
-    ok = [(wm, wn) for wm, wn in cands if m % (16 * wm) == 0 and n % (8 * wn) == 0]
-    if not ok:
-        raise LoweringError(
-            f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
-            f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 columns)")
-    return min(ok, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
-
-
-def operand_layout(m: int, k: int, warps_m: int, warps_n: int) -> Fragment:
-    """A register A operand: the accumulator layout of an m x k tile over warps_m x 1 warps,
-    replicated over the warps_n column warps of the gemm."""
-    base = mma_accumulator(m, k, warps_m, 1, name="mma_a")
-    if warps_n == 1:
-        return base
-    dims = [[Factor(x.dim, x.extent, x.kind, x.stride * warps_n if x.kind == THREAD and x.stride >= 32 else x.stride)
-             for x in fs] for fs in base.dims]
-    return Fragment.from_factors([m, k], dims, [Factor(-1, warps_n, THREAD, 32)], name="mma_a")
 
 
 @dataclass

@@ -32,7 +32,7 @@ from ..device import tma
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.copy import KERNEL_VAR, MBARRIER, TENSOR_MAP
-from .ir import StmtMutator, find_all, launch_chain, relaunch, seq, substitute
+from ..ir_utils import StmtMutator, find_all, launch_chain, relaunch, seq, substitute
 from .passes import function_pass, target_of
 
 

@@ -17,7 +17,7 @@ from ..errors import LoweringError
 from ..ops.annotate import RASTERIZE
 from ..ops.atomic import ATOMIC_MARK
 from ..ops.loops import dtype_of
-from .ir import (StmtMutator, find_all, launch_chain, rebuffer, relaunch, remap_buffers,
+from ..ir_utils import (StmtMutator, find_all, launch_chain, rebuffer, relaunch, remap_buffers,
                  substitute, uses_var)
 from .passes import function_pass, target_of
 

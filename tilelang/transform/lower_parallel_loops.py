@@ -29,7 +29,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import REG, Fragment, check_ownership
-from .ir import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
+from ..ir_utils import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of

@@ -17,7 +17,7 @@ from ..engine.target import family
 from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
-from .ir import StmtMutator
+from ..ir_utils import StmtMutator
 from .passes import at_source, function_pass, target_of
 
 

@@ -20,7 +20,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
-from .ir import map_nodes, StmtMutator, launch_chain, relaunch, seq
+from ..ir_utils import map_nodes, StmtMutator, launch_chain, relaunch, seq
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")

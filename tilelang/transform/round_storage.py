@@ -16,7 +16,7 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..engine.target import is_cpu
-from .ir import StmtMutator
+from ..ir_utils import StmtMutator
 from .passes import function_pass, target_of
 
 BF16 = "bfloat16"

@@ -60,7 +60,7 @@ from ..errors import LoweringError
 from ..ops.copy import MBARRIER, tma_enabled
 from . import pass_config
 from .inject_pipeline import _Pipeline, _written_shared_buffers
-from .ir import StmtMutator, find_all, launch_chain, map_nodes, seq
+from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
 

@@ -37,7 +37,7 @@ def test_inverse_is_the_inverse_of_forward():
 
 
 def tvm_sub(e, m):
-    from tilelang.transform.ir import substitute
+    from tilelang.ir_utils import substitute
 
     return substitute(e, {k: tirx.const(v, "int32") for k, v in m.items()})
 

@@ -14,7 +14,7 @@ from tvm import tirx
 
 import tilelang
 from tilelang.device.effects import released_buffers
-from tilelang.transform.ir import find_all
+from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import matmul  # noqa: E402

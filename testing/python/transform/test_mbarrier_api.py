@@ -11,7 +11,7 @@ import tvm
 import tilelang
 import tilelang.language as T
 from tilelang.errors import DSLError, LoweringError
-from tilelang.transform.ir import find_all
+from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from tma_programs import producer_consumer  # noqa: E402

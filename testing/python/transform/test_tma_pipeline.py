@@ -12,7 +12,7 @@ from tvm import tirx
 import tilelang
 import tilelang.language as T
 from tilelang.device import effects
-from tilelang.transform.ir import find_all
+from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import matmul  # noqa: E402

@@ -13,7 +13,7 @@ from tvm import tirx
 import tilelang
 import tilelang.language as T
 from tilelang.device.thread_group import GROUP_ATTR, group_of
-from tilelang.transform.ir import find_all
+from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import matmul  # noqa: E402

@@ -11,7 +11,7 @@ import tvm
 
 import tilelang
 import tilelang.language as T
-from tilelang.transform.ir import find_all
+from tilelang.ir_utils import find_all
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))

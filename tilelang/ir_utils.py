@@ -1,4 +1,5 @@
-"""Small IR helpers shared by the passes: a statement mutator, substitution, buffer remapping.
+"""Small IR helpers shared by the passes and the tile operators (below both): a statement
+mutator, substitution, buffer remapping.
 
 TVM 0.27 exposes no Python ``StmtMutator``; :class:`StmtMutator` rebuilds the handful of
 statement kinds tile programs contain and leaves expressions to ``tvm_ffi.structural_map``.
