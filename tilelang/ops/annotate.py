@@ -9,9 +9,9 @@ from typing import Any
 from tvm import tirx
 from tvm.script import tirx as _T
 
-from ..errors import TileOpError
+from ..errors import LoweringError, TileOpError
 from . import region as R
-from .base import LowerContext, TileOp, register
+from .base import LayoutContext, LowerContext, TileOp, register
 
 log = logging.getLogger("tilelang")
 
@@ -21,6 +21,22 @@ class AnnotateLayout(TileOp):
     name = "tl.annotate_layout"
     printer = "annotate_layout"
     fields = ("buffer", "layout")
+
+    def infer_layout(self, ctx: LayoutContext) -> None:
+        """A fragment takes the (factored) ``Fragment`` given; a shared tile keeps its layout
+        for PlanSharedMemory; a global tensor's layout is not applied."""
+        from ..layout import codec
+        from ..layout.fragment import Fragment
+
+        lay = codec.decode(self.layout)
+        if self.buffer.scope() == "local.fragment":
+            if not isinstance(lay, Fragment) or lay.dims is None:
+                raise LoweringError(f"T.annotate_layout: fragment {self.buffer.name} needs a "
+                                    "Fragment built from factors on CUDA")
+            ctx.demand(self.buffer, lay, "T.annotate_layout")
+        elif self.buffer.scope() in ("shared", "shared.dyn"):
+            ctx.annotate_shared(self.buffer, self.layout)
+        return None
 
 
 @register

@@ -4,13 +4,16 @@ lowerings keyed by target family.
 An operator module defines a subclass of :class:`TileOp` with ``name`` (``"tl.copy"``) and
 ``fields`` (the argument names, in IR order), decorates it with :func:`register`, and adds a
 lowering per target family with ``@Op.lowering("cpu")``.  ``LowerTileOps`` calls
-:meth:`TileOp.lower`, which picks the lowering for the function's target.
+:meth:`TileOp.lower`, which picks the lowering for the function's target.  An op whose
+lowering needs fragment or shared-tile layouts states them in :meth:`TileOp.infer_layout`
+(fixed demands) and :meth:`TileOp.propagate_layout` (layouts derived from known ones), which
+``LayoutInference`` calls through a :class:`LayoutContext`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import tvm
 from tvm import tirx
@@ -55,6 +58,31 @@ class LowerContext:
         return self.layouts.get(buf.__chandle__())
 
 
+class LayoutContext(Protocol):
+    """What layout inference offers an op's layout hooks: the kernel's target, threads and
+    pass configuration, the fragment layouts known so far, and the demands an op may add.
+    A demand that contradicts an earlier one raises ``LoweringError`` naming both."""
+
+    target: Target | None
+    num_threads: int  # threads of the block the fragments are spread over
+    config: dict  # the pass configuration in force (string keys)
+
+    def layout(self, buf) -> Any:
+        """The ``Fragment`` fixed for fragment ``buf`` so far, or ``None``."""
+
+    def demand(self, buf, layout, why: str) -> None:
+        """Fix fragment ``buf`` to ``layout``; ``why`` names the demand in errors."""
+
+    def annotate_shared(self, buf, layout: str) -> None:
+        """A user-given layout (encoded, ``tilelang.layout.codec``) of shared tile ``buf``."""
+
+    def swizzle_operand(self, buf) -> None:
+        """Shared tile ``buf`` is read by an mma.sync gemm: stored in the sm80 swizzle."""
+
+    def gmma_operand(self, buf, layout: str) -> None:
+        """Shared tile ``buf`` is a wgmma operand stored in the (encoded) GMMA ``layout``."""
+
+
 class TileOp:
     """Base of the tile operators.  Instances hold the decoded arguments as attributes, and
     ``span``: where in the user's source the op was written (``None`` when unknown)."""
@@ -83,6 +111,16 @@ class TileOp:
     @classmethod
     def from_call(cls, call: tvm.ir.Call) -> "TileOp":
         return cls(span=call.span, **{f: _decode(a) for f, a in zip(cls.fields, call.args)})
+
+    # layouts -----------------------------------------------------------------------------
+    def infer_layout(self, ctx: LayoutContext) -> "TileOp | None":
+        """State the layouts this op fixes (once, in program order).  Returns the op with the
+        decisions its lowering reads recorded in it (written back into the IR), or ``None``
+        to leave the op as it is.  Most ops demand nothing."""
+        return None
+
+    def propagate_layout(self, ctx: LayoutContext) -> None:
+        """Derive layouts from those already known (repeated until nothing changes)."""
 
     # lowering ----------------------------------------------------------------------------
     @classmethod

@@ -22,9 +22,10 @@ from ..device import tma
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
-from .base import LowerContext, TileOp, register
+from .base import LayoutContext, LowerContext, TileOp, register
 
 log = logging.getLogger("tilelang")
+FRAGMENT, LOCAL = "local.fragment", ("local", "local.var")
 
 
 @register
@@ -35,6 +36,15 @@ class Copy(TileOp):
 
     def shape(self) -> list:
         return R.squeeze(R.extents(self.dst))
+
+    def propagate_layout(self, ctx: LayoutContext) -> None:
+        """Two fragments of one shape copied into each other share a layout."""
+        s, d = R.buffer_of(self.src), R.buffer_of(self.dst)
+        if s.scope() == FRAGMENT and d.scope() == FRAGMENT and R.same_shape(s.shape, d.shape):
+            if ctx.layout(s) is not None:
+                ctx.demand(d, ctx.layout(s), f"T.copy({s.name}, {d.name})")
+            elif ctx.layout(d) is not None:
+                ctx.demand(s, ctx.layout(d), f"T.copy({s.name}, {d.name})")
 
 
 def copy(
@@ -104,8 +114,6 @@ def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL,
 
 
 Copy.lowering("cpu")(elementwise_copy)
-
-FRAGMENT, LOCAL = "local.fragment", ("local", "local.var")
 
 
 @Copy.lowering("cuda")

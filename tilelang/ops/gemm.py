@@ -20,7 +20,9 @@ from ..errors import LoweringError, TileOpError
 from ..layout.fragment import THREAD, Factor, Fragment, mma_accumulator
 from . import loops
 from . import region as R
-from .base import LowerContext, TileOp, register
+from .base import LayoutContext, LowerContext, TileOp, register
+
+FRAGMENT, SHARED = "local.fragment", ("shared", "shared.dyn")
 
 
 class GemmWarpPolicy(IntEnum):
@@ -43,6 +45,33 @@ class Gemm(TileOp):
         m, k = (a[1], a[0]) if self.transpose_A else (a[0], a[1])
         n = b[0] if self.transpose_B else b[1]
         return m, n, k
+
+    def infer_layout(self, ctx: LayoutContext) -> None:
+        """The accumulator (and a register A operand) take the layouts of the gemm's plan:
+        wgmma where :func:`wgmma_plan` finds one (its shared operands then take the plan's
+        GMMA swizzles), else mma.sync over the :func:`warp_grid` (shared operands swizzled)."""
+        from ..layout import codec
+
+        plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config)
+        m, n, k = (R.as_int(x) for x in self.mnk())
+        C, A = R.buffer_of(self.C), R.buffer_of(self.A)
+        if plan is not None:
+            ctx.demand(C, plan.accumulator(m, n), f"T.gemm (wgmma) accumulator {C.name}")
+            if A.scope() == FRAGMENT:
+                ctx.demand(A, plan.register_a(m, k), f"T.gemm (wgmma) register operand {A.name}")
+            for role, x in (("A", self.A), ("B", self.B)):
+                if R.scope_of(x) in SHARED:
+                    ctx.gmma_operand(R.buffer_of(x), codec.encode(plan.shared_layout(role, x)))
+            return None
+        wm, wn = warp_grid(self.policy, m, n, max(1, ctx.num_threads // 32))
+        if C.scope() == FRAGMENT:
+            ctx.demand(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
+        if A.scope() == FRAGMENT:
+            ctx.demand(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
+        for x in (self.A, self.B):
+            if R.scope_of(x) in SHARED:
+                ctx.swizzle_operand(R.buffer_of(x))
+        return None
 
 
 def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:

@@ -19,7 +19,7 @@ from ..device import sm80 as device
 from ..errors import LoweringError, TileOpError
 from . import loops
 from . import region as R
-from .base import LowerContext, TileOp, register
+from .base import LayoutContext, LowerContext, TileOp, register
 
 KINDS = ("max", "min", "sum", "abssum", "absmax")
 
@@ -29,6 +29,15 @@ class Reduce(TileOp):
     name = "tl.reduce"
     printer = "reduce"
     fields = ("src", "dst", "kind", "dim", "clear")
+
+    def propagate_layout(self, ctx: LayoutContext) -> None:
+        """A fragment reduced into a fragment gives it its layout with ``dim`` reduced away
+        (kept as a unit dim when the destination keeps it)."""
+        s, d = R.buffer_of(self.src), R.buffer_of(self.dst)
+        if s.scope() == d.scope() == "local.fragment" and ctx.layout(s) is not None:
+            keep = len(d.shape) == len(s.shape)
+            ctx.demand(d, ctx.layout(s).reduce(self.dim, keep_dim=keep),
+                       f"T.reduce_{self.kind}({s.name}, {d.name})")
 
 
 def identity(kind: str, dtype: str):

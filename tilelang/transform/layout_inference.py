@@ -3,13 +3,15 @@
 Expects: a CUDA-targeted PrimFunc with tile-op calls and ``T.Parallel`` nests.
 Guarantees: every ``local.fragment`` allocation carries ``tl.layout`` (a ``Fragment``), every
 outermost ``T.Parallel`` loop carries ``tl.loop_layout``, and shared tiles that feed a gemm
-carry ``tl.swizzle`` (a shared tile given a layout by ``T.annotate_layout`` carries it as
-``tl.shared_layout``, applied when shared memory is planned).  Order: layouts fixed by ``T.annotate_layout`` and by gemm (its
-accumulator and register operand), then propagation through fragment copies, reductions and
-``T.Parallel`` bodies until nothing changes; a fragment still free gets a default element-wise
-layout and propagation resumes.  Two different demands on one fragment raise a
-``LoweringError`` naming both sources and both layouts.  The CPU needs no layouts: it returns
-the function unchanged.
+carry ``tl.swizzle``, or ``tl.shared_layout`` for a layout applied when shared memory is
+planned (a wgmma operand's GMMA swizzle, a ``T.annotate_layout``).  The demands come from the
+ops themselves (``TileOp.infer_layout``, ``TileOp.propagate_layout``); this pass knows no op.
+Order: every op's fixed demands in program order (``T.annotate_layout``; a gemm's accumulator,
+register operand and shared-operand swizzles), then propagation (ops' hooks, e.g. fragment
+copies and reductions, and ``T.Parallel`` bodies) until nothing changes; a fragment still free
+gets a default element-wise layout and propagation resumes.  Two different demands on one
+fragment raise a ``LoweringError`` naming both sources and both layouts.  The CPU needs no
+layouts: it returns the function unchanged.
 """
 
 from __future__ import annotations
@@ -24,14 +26,11 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
-from ..layout.fragment import REG, Factor, Fragment, elementwise, mma_accumulator
+from ..layout.fragment import REG, Factor, Fragment, elementwise
+from ..ir_utils import StmtMutator, peel_parallel
 from ..ops import decode
 from ..ops import region as R
-from ..ops.annotate import AnnotateLayout
-from ..ops.copy import Copy
-from ..ops.gemm import Gemm, operand_layout, warp_grid
-from ..ops.reduce import Reduce
-from ..ir_utils import StmtMutator, peel_parallel
+from . import pass_config
 from .passes import at_source, function_pass, target_of
 
 FRAGMENT = "local.fragment"
@@ -69,16 +68,23 @@ class _Loop:
     inner: set = field(default_factory=set)  # handles of the loop vars nested in the body
 
 
-@dataclass
 class _State:
-    layouts: dict = field(default_factory=dict)  # buffer key -> Fragment
-    origin: dict = field(default_factory=dict)
-    buffers: dict = field(default_factory=dict)  # key -> buffer
-    loops: dict = field(default_factory=dict)  # loop key -> Fragment
-    shared_layouts: dict = field(default_factory=dict)  # shared buffer key -> encoded Layout
-    changed: bool = False
+    """The layouts found so far, and the demands ops stated (the ``LayoutContext`` the ops'
+    layout hooks see)."""
 
-    def set(self, buf, layout: Fragment, why: str):
+    def __init__(self, target=None, num_threads: int = 1, config: dict | None = None):
+        self.target, self.num_threads, self.config = target, num_threads, config or {}
+        self.layouts: dict = {}  # buffer key -> Fragment
+        self.origin: dict = {}
+        self.buffers: dict = {}  # key -> buffer
+        self.loops: dict = {}  # loop key -> Fragment
+        self.user_shared: dict = {}  # shared buffer key -> encoded layout of T.annotate_layout
+        self.swizzled: dict = {}  # mma.sync operand key -> buffer
+        self.gmma: dict = {}  # wgmma operand key -> (encoded GMMA layout, buffer)
+        self.shared_layouts: dict = {}  # shared buffer key -> encoded Layout (resolved)
+        self.changed = False
+
+    def demand(self, buf, layout: Fragment, why: str):
         k = key(buf)
         old = self.layouts.get(k)
         if old is not None:
@@ -95,8 +101,50 @@ class _State:
         self.buffers[k] = buf
         self.changed = True
 
-    def get(self, buf):
+    def layout(self, buf):
         return self.layouts.get(key(buf))
+
+    def annotate_shared(self, buf, layout: str) -> None:
+        self.user_shared[key(buf)] = layout
+
+    def swizzle_operand(self, buf) -> None:
+        self.swizzled[key(buf)] = buf
+
+    def gmma_operand(self, buf, layout: str) -> None:
+        old = self.gmma.get(key(buf))
+        if old is not None and old[0] != layout:
+            raise LoweringError(f"{buf.name} is an operand of two wgmma gemms "
+                                "that need different swizzles")
+        self.gmma[key(buf)] = (layout, buf)
+
+    def resolve_shared(self) -> set:
+        """Settle the shared tiles' demands: ``shared_layouts`` gets the layouts applied as
+        index maps; returns the keys of the tiles stored in the sm80 swizzle."""
+        shared_layouts = dict(self.user_shared)
+        swizzle = set(self.swizzled)
+        for k, (text, buf) in self.gmma.items():
+            if k in shared_layouts and shared_layouts[k] != text and \
+                    not isinstance(codec.decode(shared_layouts[k]), SwizzledLayout):
+                raise LoweringError(
+                    f"T.annotate_layout: {buf.name} is a wgmma operand, stored in the GMMA "
+                    f"swizzle {codec.decode(text)}; got {codec.decode(shared_layouts[k])}")
+            if k in self.swizzled:
+                raise LoweringError(f"{buf.name} feeds both a wgmma and an mma.sync gemm, whose "
+                                    "shared layouts differ")
+            shared_layouts[k] = text
+        for k, text in shared_layouts.items():
+            lay = codec.decode(text)
+            if _is_sm80_swizzle(lay) and k not in self.gmma:
+                swizzle.add(k)
+                continue
+            if k in self.swizzled:
+                raise LoweringError(
+                    f"T.annotate_layout: {self.swizzled[k].name} feeds a T.gemm, whose shared "
+                    f"operands use the swizzled layout (make_swizzled_layout); got {lay}")
+            swizzle.discard(k)
+        self.shared_layouts = {k: v for k, v in shared_layouts.items()
+                               if k in self.gmma or not _is_sm80_swizzle(codec.decode(v))}
+        return swizzle
 
 
 def fragment_accesses(body) -> list:
@@ -173,62 +221,12 @@ class _Collect:
 def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     col = _Collect()
     col.run(body)
-    st = _State()
-    swizzle: set = set()
-    shared_layouts: dict = {}  # shared buffer key -> encoded user layout
-    gemm_operands: dict = {}
-    gmma_layouts: dict = {}  # wgmma operand key -> (encoded GMMA layout, buffer)
-    num_warps = max(1, num_threads // 32)
-    # 1. fixed demands
+    st = _State(target, num_threads, pass_config.current())
+    # 1. fixed demands, stated by the ops
     for op in col.ops:
         with at_source(op.span):  # errors name the op's line
-            if isinstance(op, AnnotateLayout):
-                lay = codec.decode(op.layout)
-                if is_fragment(op.buffer):
-                    if not isinstance(lay, Fragment) or lay.dims is None:
-                        raise LoweringError(f"T.annotate_layout: fragment {op.buffer.name} needs a "
-                                            "Fragment built from factors on CUDA")
-                    st.set(op.buffer, lay, "T.annotate_layout")
-                elif op.buffer.scope() in SHARED:
-                    shared_layouts[key(op.buffer)] = op.layout
-            elif isinstance(op, Gemm) and _wgmma_demands(op, st, target, num_threads,
-                                                         gmma_layouts):
-                pass
-            elif isinstance(op, Gemm):
-                m, n, k = (R.as_int(x) for x in op.mnk())
-                C = R.buffer_of(op.C)
-                wm, wn = warp_grid(op.policy, m, n, num_warps)
-                if is_fragment(C):
-                    st.set(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
-                A = R.buffer_of(op.A)
-                if is_fragment(A):
-                    st.set(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
-                for x in (op.A, op.B):
-                    if R.scope_of(x) in SHARED:
-                        swizzle.add(key(R.buffer_of(x)))
-                        gemm_operands[key(R.buffer_of(x))] = R.buffer_of(x)
-    for k, (text, buf) in gmma_layouts.items():
-        if k in shared_layouts and shared_layouts[k] != text and \
-                not isinstance(codec.decode(shared_layouts[k]), SwizzledLayout):
-            raise LoweringError(
-                f"T.annotate_layout: {buf.name} is a wgmma operand, stored in the GMMA swizzle "
-                f"{codec.decode(text)}; got {codec.decode(shared_layouts[k])}")
-        if k in gemm_operands:
-            raise LoweringError(f"{buf.name} feeds both a wgmma and an mma.sync gemm, whose "
-                                "shared layouts differ")
-        shared_layouts[k] = text
-    for k, text in shared_layouts.items():
-        lay = codec.decode(text)
-        if _is_sm80_swizzle(lay) and k not in gmma_layouts:
-            swizzle.add(k)
-            continue
-        if k in gemm_operands:
-            raise LoweringError(
-                f"T.annotate_layout: {gemm_operands[k].name} feeds a T.gemm, whose shared "
-                f"operands use the swizzled layout (make_swizzled_layout); got {lay}")
-        swizzle.discard(k)
-    st.shared_layouts = {k: v for k, v in shared_layouts.items()
-                         if k in gmma_layouts or not _is_sm80_swizzle(codec.decode(v))}
+            op.infer_layout(st)
+    swizzle = st.resolve_shared()
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
     while True:
@@ -236,43 +234,18 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
         while st.changed:
             st.changed = False
             _propagate(col, st)
-        free = [b for b in pending if st.get(b) is None]
+        free = [b for b in pending if st.layout(b) is None]
         if not free:
             break
         # the largest free fragment first: reductions and projections derive the smaller ones
         b = max(free, key=lambda x: (_size(x), -pending.index(x)))
         vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
-        st.set(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec), "default")
+        st.demand(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec), "default")
     for lp in col.loops:
         if key(lp.node.loop_var) not in st.loops:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], num_threads, vec=1)
     return st, swizzle, col
-
-
-def _wgmma_demands(op: Gemm, st: _State, target, num_threads: int, gmma: dict) -> bool:
-    """A gemm that runs as wgmma fixes its accumulator (and register A) layout and its shared
-    operands' GMMA swizzles; False when it takes the mma.sync path."""
-    from ..ops.gemm import wgmma_plan
-    from . import pass_config
-
-    plan = wgmma_plan(op, target, num_threads, pass_config.current())
-    if plan is None:
-        return False
-    m, n, k = (R.as_int(x) for x in op.mnk())
-    C, A = R.buffer_of(op.C), R.buffer_of(op.A)
-    st.set(C, plan.accumulator(m, n), f"T.gemm (wgmma) accumulator {C.name}")
-    if is_fragment(A):
-        st.set(A, plan.register_a(m, k), f"T.gemm (wgmma) register operand {A.name}")
-    for role, x in (("A", op.A), ("B", op.B)):
-        if R.scope_of(x) in SHARED:
-            text = codec.encode(plan.shared_layout(role, x))
-            old = gmma.get(key(R.buffer_of(x)))
-            if old is not None and old[0] != text:
-                raise LoweringError(f"{R.buffer_of(x).name} is an operand of two wgmma gemms "
-                                    "that need different swizzles")
-            gmma[key(R.buffer_of(x))] = (text, R.buffer_of(x))
-    return True
 
 
 def _is_sm80_swizzle(lay) -> bool:
@@ -345,25 +318,13 @@ def _insert_unit_dims(lay: Fragment, units: list[int]) -> Fragment:
 def _propagate(col: _Collect, st: _State) -> None:
     for op in col.ops:
         with at_source(op.span):  # errors name the op's line
-            if isinstance(op, Copy):
-                s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
-                if is_fragment(s) and is_fragment(d) and R.same_shape(s.shape, d.shape):
-                    if st.get(s) is not None:
-                        st.set(d, st.get(s), f"T.copy({s.name}, {d.name})")
-                    elif st.get(d) is not None:
-                        st.set(s, st.get(d), f"T.copy({s.name}, {d.name})")
-            elif isinstance(op, Reduce):
-                s, d = R.buffer_of(op.src), R.buffer_of(op.dst)
-                if is_fragment(s) and is_fragment(d) and st.get(s) is not None:
-                    keep = len(d.shape) == len(s.shape)
-                    st.set(d, st.get(s).reduce(op.dim, keep_dim=keep),
-                           f"T.reduce_{op.kind}({s.name}, {d.name})")
+            op.propagate_layout(st)
     for lp in col.loops:
         lk = key(lp.node.loop_var)
         extents = [R.as_int(e) for e in lp.extents]
         if lk not in st.loops:
             for buf, idx in lp.accesses:
-                lay = st.get(buf)
+                lay = st.layout(buf)
                 if lay is None:
                     continue
                 derived = _loop_layout_from(lay, idx, lp)
@@ -375,11 +336,11 @@ def _propagate(col: _Collect, st: _State) -> None:
         if loop_layout is None:
             continue
         for buf, idx in lp.accesses:
-            if st.get(buf) is not None:
+            if st.layout(buf) is not None:
                 continue
             lay = _buffer_layout_from(loop_layout, idx, lp, buf)
             if lay is not None:
-                st.set(buf, lay, f"the T.Parallel loop over {extents}")
+                st.demand(buf, lay, f"the T.Parallel loop over {extents}")
 
 
 class _Annotate(StmtMutator):
@@ -388,7 +349,7 @@ class _Annotate(StmtMutator):
 
     def visit_AllocBuffer(self, s):
         b = s.buffer
-        lay = self.st.get(b) if is_fragment(b) else None
+        lay = self.st.layout(b) if is_fragment(b) else None
         ann = dict(s.annotations)
         if lay is not None:
             ann["tl.layout"] = codec.encode(lay)
