@@ -90,12 +90,20 @@ class TileOp:
     name: ClassVar[str]
     printer: ClassVar[str]  # the name ``func.script()`` shows after ``T.``
     fields: ClassVar[tuple[str, ...]]
+    # trailing fields a pass fills in later, and their value until then (left out of the call)
+    defaults: ClassVar[dict[str, Any]] = {}
     _lowerings: ClassVar[dict[str, Callable]]
 
     def __init__(self, span: Any = None, **kw: Any):
         for f in self.fields:
-            setattr(self, f, kw[f])
+            setattr(self, f, kw[f] if f in kw or f not in self.defaults else self.defaults[f])
         self.span = span
+
+    def replace(self, **changes: Any) -> "TileOp":
+        """A copy of the op (same span) with some fields changed."""
+        kw = {f: getattr(self, f) for f in self.fields}
+        kw.update(changes)
+        return type(self)(span=self.span, **kw)
 
     # IR encoding -------------------------------------------------------------------------
     @classmethod
@@ -105,7 +113,11 @@ class TileOp:
     def to_call(self) -> tvm.ir.Call:
         """The op as a TIR call.  The call keeps the op's span; TVMScript's parser gives the
         call built from the user's ``T.op(...)`` the span of that line."""
-        return tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields],
+        n = len(self.fields)
+        while n and self.fields[n - 1] in self.defaults and \
+                getattr(self, self.fields[n - 1]) == self.defaults[self.fields[n - 1]]:
+            n -= 1
+        return tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields[:n]],
                            span=self.span, ret_ty="handle")
 
     @classmethod

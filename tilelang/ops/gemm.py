@@ -8,9 +8,10 @@ elements to C's dtype (fp16/bf16 inputs accumulate in fp32).  ``clear_accum`` ze
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from enum import IntEnum
-from typing import Any
+from typing import Any, ClassVar
 
 from tvm import tirx
 
@@ -38,7 +39,9 @@ class Gemm(TileOp):
     name = "tl.gemm"
     printer = "gemm"
     fields = ("A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum", "k_pack",
-              "wg_wait")
+              "wg_wait", "plan")
+    # ``plan``: how the gemm runs on CUDA (``encode_plan``), recorded by LayoutInference
+    defaults = {"plan": ""}
 
     def mnk(self) -> tuple:
         a, b = _matrix(self.A), _matrix(self.B)
@@ -46,10 +49,11 @@ class Gemm(TileOp):
         n = b[0] if self.transpose_B else b[1]
         return m, n, k
 
-    def infer_layout(self, ctx: LayoutContext) -> None:
-        """The accumulator (and a register A operand) take the layouts of the gemm's plan:
-        wgmma where :func:`wgmma_plan` finds one (its shared operands then take the plan's
-        GMMA swizzles), else mma.sync over the :func:`warp_grid` (shared operands swizzled)."""
+    def infer_layout(self, ctx: LayoutContext) -> "Gemm":
+        """Plan the gemm once: wgmma where :func:`wgmma_plan` finds one (its shared operands
+        then take the plan's GMMA swizzles), else mma.sync over the :func:`warp_grid` (shared
+        operands swizzled).  The accumulator (and a register A operand) take the plan's
+        layouts; the plan is recorded in the op, where the lowering reads it."""
         from ..layout import codec
 
         plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config)
@@ -62,7 +66,7 @@ class Gemm(TileOp):
             for role, x in (("A", self.A), ("B", self.B)):
                 if R.scope_of(x) in SHARED:
                     ctx.gmma_operand(R.buffer_of(x), codec.encode(plan.shared_layout(role, x)))
-            return None
+            return self.replace(plan=encode_plan(plan))
         wm, wn = warp_grid(self.policy, m, n, max(1, ctx.num_threads // 32))
         if C.scope() == FRAGMENT:
             ctx.demand(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
@@ -71,7 +75,7 @@ class Gemm(TileOp):
         for x in (self.A, self.B):
             if R.scope_of(x) in SHARED:
                 ctx.swizzle_operand(R.buffer_of(x))
-        return None
+        return self.replace(plan=encode_plan(MmaPlan(wm, wn)))
 
 
 def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
@@ -88,6 +92,20 @@ def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -
             f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
             f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 columns)")
     return min(ok, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
+
+
+@dataclass(frozen=True)
+class MmaPlan:
+    """How a gemm runs as mma.sync (``tl::gemm_ss`` / ``gemm_rs``): over a ``warps_m x
+    warps_n`` grid of warps, each owning a block of C."""
+
+    kind: ClassVar[str] = "mma"
+    warps_m: int
+    warps_n: int
+
+    @property
+    def warps(self) -> int:
+        return self.warps_m * self.warps_n
 
 
 def operand_layout(m: int, k: int, warps_m: int, warps_n: int) -> Fragment:
@@ -237,17 +255,17 @@ def _swizzled(buf, ctx: LowerContext) -> bool:
 
 @Gemm.lowering("cuda")
 def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
-    """wgmma on sm_90a where :func:`wgmma_plan` finds one, else the sm80-class gemm."""
-    plan = wgmma_plan(op, ctx.target, ctx.num_threads, ctx.config)
-    if plan is not None:
+    """wgmma or the sm80-class gemm, as the plan LayoutInference recorded says."""
+    plan = recorded_plan(op, ctx)
+    if isinstance(plan, WgmmaPlan):
         return _gemm_wgmma(op, ctx, plan)
-    return _gemm_sm80(op, ctx)
+    return _gemm_sm80(op, ctx, plan)
 
 
-def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
+def _gemm_sm80(op: Gemm, ctx: LowerContext, plan: MmaPlan) -> tirx.Stmt:
     """The device gemm ``gemm_ss`` (A, B in shared memory) or ``gemm_rs`` (A in registers):
-    ldmatrix + mma.sync over the warp grid that ``LayoutInference`` chose for C, on the warps
-    of the op's thread group."""
+    ldmatrix + mma.sync over the warp grid of the plan, on the warps of the op's thread
+    group."""
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     m, n, k = (R.as_int(x) for x in op.mnk())
     if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
@@ -264,7 +282,7 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
                             f"bfloat16 on CUDA, got {A.dtype}; stage it in shared memory")
     if C.scope() != "local.fragment":
         raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
-    wm, wn = warp_grid(op.policy, m, n, max(1, ctx.num_threads // 32))
+    wm, wn = plan.warps_m, plan.warps_n
     step = 32 // loops.elem_bytes(A.dtype)
     if k % step:
         raise LoweringError(f"T.gemm: K = {k} must be a multiple of {step} for {A.dtype} on CUDA")
@@ -313,6 +331,7 @@ class WgmmaPlan:
     C, issued as m64 x ``n_inst`` x ``k_step`` instructions; the shared operands are stored in
     the GMMA swizzles ``a_swizzle`` / ``b_swizzle`` (bytes; 0 for a register A)."""
 
+    kind: ClassVar[str] = "wgmma"
     wg_m: int
     wg_n: int
     m_wg: int
@@ -322,6 +341,10 @@ class WgmmaPlan:
     a_swizzle: int
     b_swizzle: int
     mnemonic: str
+
+    @property
+    def warps(self) -> int:
+        return self.wg_m * self.wg_n * WARP_GROUP // 32
 
     def accumulator(self, m: int, n: int):
         from ..layout.fragment import wgmma_accumulator
@@ -339,6 +362,39 @@ class WgmmaPlan:
         buf = R.buffer_of(region)
         return make_gmma_swizzled_layout(buf, swizzle_bytes=self.a_swizzle if role == "A"
                                          else self.b_swizzle)
+
+
+_PLANS = {cls.kind: cls for cls in (MmaPlan, WgmmaPlan)}
+
+
+def encode_plan(plan: "MmaPlan | WgmmaPlan") -> str:
+    """The plan as text (``"mma:warps_m=2,warps_n=2"``), stored in the gemm's IR."""
+    return f"{plan.kind}:" + ",".join(f"{k}={v}" for k, v in asdict(plan).items())
+
+
+def decode_plan(text: str) -> "MmaPlan | WgmmaPlan":
+    """The plan :func:`encode_plan` wrote."""
+    kind, _, rest = text.partition(":")
+    cls = _PLANS[kind]
+    kv = dict(item.split("=", 1) for item in rest.split(","))
+    return cls(**{f.name: int(kv[f.name]) if f.type in (int, "int") else kv[f.name]
+                  for f in dataclass_fields(cls)})
+
+
+def recorded_plan(op: Gemm, ctx: LowerContext) -> "MmaPlan | WgmmaPlan":
+    """The plan LayoutInference recorded in ``op``, which the fragment layouts follow; it must
+    be for the warps the op runs on."""
+    if not op.plan:
+        raise LoweringError("T.gemm on CUDA has no plan: LayoutInference records it (with the "
+                            "accumulator's layout); run it before LowerTileOps")
+    plan = decode_plan(op.plan)
+    warps = max(1, ctx.num_threads // 32)
+    if plan.warps != warps:
+        raise LoweringError(
+            f"T.gemm runs on {ctx.group} ({warps} warps), but its layouts were inferred for "
+            f"{plan.warps} warps (layout inference is per block); run the gemm on the whole "
+            "block")
+    return plan
 
 
 def _is_sm90a(target) -> bool:
@@ -363,7 +419,7 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
     (not sm_90a, ``tl.disable_wgmma``, or a shape/dtype/layout wgmma cannot do, logged at debug
     level; also tf32 operands that are not K-major).  fp8 operands that are not K-major raise
     ``LoweringError`` (mma.sync has no fp8 either).  Layout
-    inference and the lowering both call this, so they agree."""
+    inference calls it once and records the plan in the op for the lowering."""
     from ..layout.swizzle import GMMA_SWIZZLES
     from ..pass_config_keys import PassConfigKey
 

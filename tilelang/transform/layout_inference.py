@@ -82,6 +82,7 @@ class _State:
         self.swizzled: dict = {}  # mma.sync operand key -> buffer
         self.gmma: dict = {}  # wgmma operand key -> (encoded GMMA layout, buffer)
         self.shared_layouts: dict = {}  # shared buffer key -> encoded Layout (resolved)
+        self.recorded: dict = {}  # op's Evaluate key -> the op with its decisions recorded
         self.changed = False
 
     def demand(self, buf, layout: Fragment, why: str):
@@ -178,6 +179,7 @@ def _as_loop_vars(indices, loop_vars) -> list[int] | None:
 class _Collect:
     def __init__(self):
         self.ops: list = []
+        self.op_stmts: list = []  # the Evaluate of each op
         self.loops: list[_Loop] = []
         self.fragments: list = []
         self.shared: list = []
@@ -216,16 +218,19 @@ class _Collect:
             op = decode(s)
             if op is not None:
                 self.ops.append(op)
+                self.op_stmts.append(s)
 
 
 def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     col = _Collect()
     col.run(body)
     st = _State(target, num_threads, pass_config.current())
-    # 1. fixed demands, stated by the ops
-    for op in col.ops:
+    # 1. fixed demands, stated by the ops; an op may record what it decided (a gemm's plan)
+    for op, stmt in zip(col.ops, col.op_stmts):
         with at_source(op.span):  # errors name the op's line
-            op.infer_layout(st)
+            recorded = op.infer_layout(st)
+        if recorded is not None:
+            st.recorded[key(stmt)] = recorded
     swizzle = st.resolve_shared()
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
@@ -360,6 +365,10 @@ class _Annotate(StmtMutator):
         else:
             return s
         return tirx.AllocBuffer(b, annotations=ann)
+
+    def visit_Evaluate(self, s):
+        op = self.st.recorded.get(key(s))
+        return s if op is None else tirx.Evaluate(op.to_call(), span=s.span)
 
     def visit_For(self, s):
         lay = self.st.loops.get(key(s.loop_var))

@@ -1,20 +1,23 @@
 """LayoutInference asks the ops for their layout demands (``TileOp.infer_layout``,
-``TileOp.propagate_layout``) and knows no op class: an op it has never heard of is honoured."""
+``TileOp.propagate_layout``) and knows no op class: an op it has never heard of is honoured.
+A gemm's plan is made there once and recorded in the op for the lowering."""
 
 import pytest
+import tvm
 import tvm_ffi
 from tvm import tirx
 
 import tilelang.language as T
 from tilelang.errors import LoweringError
 from tilelang.layout import codec
-from tilelang.layout.fragment import elementwise
-from tilelang.ops import region as R
+from tilelang.layout.fragment import elementwise, mma_accumulator
+from tilelang.ops import decode
 from tilelang.ops.base import TileOp, register
-from tilelang.transform import LayoutInference
+from tilelang.ops.gemm import Gemm, MmaPlan, WgmmaPlan, decode_plan, encode_plan
+from tilelang.transform import LayoutInference, LowerTileOps, pass_config
 
 from cuda_helpers import SM80
-from helpers import bind
+from helpers import bind, calls_of
 
 
 @register
@@ -86,3 +89,68 @@ def test_a_conflict_with_an_op_demand_names_the_op():
     with pytest.raises(LoweringError, match=r"(?s)fragment b: T.annotate_layout gives .* but "
                                             r"test_mirror_layout needs .*T.evaluate\(mirror"):
         LayoutInference.run(bind(_kernel(second_pin=True), SM80)["main"])
+
+
+# The gemm's plan: chosen once by LayoutInference, recorded in the op, read by the lowering ----
+SM90A = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+
+
+def _gemm_kernel(threads=128, in_group=False):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            if in_group:
+                with T.ws(0):
+                    T.gemm(A_s, B_s, C_f, clear_accum=True)
+            else:
+                T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C)
+
+    return main
+
+
+def _gemms(func):
+    out = []
+    tvm_ffi.structural_walk(func.body, (tirx.Evaluate, lambda s: out.append(decode(s))))
+    return [op for op in out if isinstance(op, Gemm)]
+
+
+def test_layout_inference_records_the_gemm_plan_its_layouts_follow():
+    mod = bind(_gemm_kernel(), SM80)
+    assert _gemms(mod["main"])[0].plan == ""  # unplanned: left out of the call
+    assert "T.gemm(" in mod.script() and "mma:" not in mod.script()
+    f = LayoutInference()(mod)["main"]
+    plan = decode_plan(_gemms(f)[0].plan)
+    assert plan == MmaPlan(2, 2)
+    acc = _layouts(f)["C_f"]
+    assert acc.same_as(mma_accumulator(128, 128, plan.warps_m, plan.warps_n))
+    f90 = LayoutInference()(bind(_gemm_kernel(), SM90A))["main"]
+    plan = decode_plan(_gemms(f90)[0].plan)
+    assert isinstance(plan, WgmmaPlan) and (plan.wg_m, plan.wg_n, plan.n_inst) == (1, 1, 128)
+    assert decode_plan(encode_plan(plan)) == plan
+
+
+def test_the_lowering_follows_the_recorded_plan():
+    """The lowering reads the plan instead of planning again: a config that changes after
+    layout inference cannot split layouts and instructions."""
+    mod = LayoutInference()(bind(_gemm_kernel(), SM90A))
+    with pass_config.scope({"tl.disable_wgmma": True}):
+        f = LowerTileOps()(mod)["main"]
+    names = calls_of(f, "tl.device.")
+    assert "tl.device.wgmma_ss" in names
+    assert not [n for n in names if n.startswith("tl.device.gemm")]  # gemm_ss: mma.sync
+
+
+def test_a_gemm_lowered_without_a_plan_or_on_other_warps_is_refused():
+    with pytest.raises(LoweringError, match="no plan: LayoutInference records it"):
+        LowerTileOps.run(bind(_gemm_kernel(), SM80)["main"])
+    mod = LayoutInference()(bind(_gemm_kernel(threads=256, in_group=True), SM80))
+    with pytest.raises(LoweringError, match=r"threads 0..127 \(4 warps\), but its layouts were "
+                                            r"inferred for 8 warps"):
+        LowerTileOps.run(mod["main"])
