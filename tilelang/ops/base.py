@@ -2,9 +2,11 @@
 lowerings keyed by target family.
 
 An operator module defines a subclass of :class:`TileOp` with ``name`` (``"tl.copy"``) and
-``fields`` (the argument names, in IR order), decorates it with :func:`register`, and adds a
-lowering per target family with ``@Op.lowering("cpu")``.  ``LowerTileOps`` calls
-:meth:`TileOp.lower`, which picks the lowering for the function's target.  An op whose
+``fields`` (the argument names, in IR order), decorates it with :func:`register`, and adds its
+lowerings with ``@Op.lowering("cuda", when=predicate)``: one table per op of (target family,
+predicate on the op and its :class:`LowerContext`, lowering), tried in order, the entry
+without a predicate last (e.g. TMA before the sm80 copies).  ``LowerTileOps`` calls
+:meth:`TileOp.lower`, which runs the first entry that applies.  An op whose
 lowering needs fragment or shared-tile layouts states them in :meth:`TileOp.infer_layout`
 (fixed demands) and :meth:`TileOp.propagate_layout` (layouts derived from known ones), which
 ``LayoutInference`` calls through a :class:`LayoutContext`.
@@ -92,7 +94,7 @@ class TileOp:
     fields: ClassVar[tuple[str, ...]]
     # trailing fields a pass fills in later, and their value until then (left out of the call)
     defaults: ClassVar[dict[str, Any]] = {}
-    _lowerings: ClassVar[dict[str, Callable]]
+    _lowerings: ClassVar[list[tuple[str, Callable | None, Callable]]]
 
     def __init__(self, span: Any = None, **kw: Any):
         for f in self.fields:
@@ -136,25 +138,33 @@ class TileOp:
 
     # lowering ----------------------------------------------------------------------------
     @classmethod
-    def lowering(cls, family: str) -> Callable:
+    def lowering(cls, family: str, when: Callable[[Any, LowerContext], bool] | None = None
+                 ) -> Callable:
+        """Add ``fn(op, ctx) -> Stmt`` to the op's table: the lowering for targets of
+        ``family`` when ``when(op, ctx)`` holds (always without ``when``: the family's last
+        entry, so entries with a predicate come first)."""
+        if any(f == family and w is None for f, w, _ in cls._lowerings):
+            raise ValueError(f"{cls.name}: the {family} lowering without a predicate is "
+                             "already registered; entries after it would never run")
+
         def deco(fn):
-            cls._lowerings[family] = fn
+            cls._lowerings.append((family, when, fn))
             return fn
 
         return deco
 
     def lower(self, ctx: LowerContext) -> tirx.Stmt:
-        fn = self._lowerings.get(ctx.family)
-        if fn is None:
-            raise LoweringError(f"T.{self.printer} has no lowering for target {ctx.target.kind.name}")
-        return fn(self, ctx)
+        for family, when, fn in self._lowerings:
+            if family == ctx.family and (when is None or when(self, ctx)):
+                return fn(self, ctx)
+        raise LoweringError(f"T.{self.printer} has no lowering for target {ctx.target.kind.name}")
 
 
 def register(cls: type[TileOp]) -> type[TileOp]:
     """Register the TIR op of ``cls`` and make it known to the passes."""
     tvm.ir.register_op_attr(cls.name, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
     tvm.ir.register_op_attr(cls.name, "TScriptPrinterName", cls.printer)
-    cls._lowerings = {}
+    cls._lowerings = []
     TILE_OPS[cls.name] = cls
     return cls
 

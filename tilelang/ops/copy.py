@@ -113,25 +113,14 @@ def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL,
                               whole=whole)
 
 
-Copy.lowering("cpu")(elementwise_copy)
-
-
-@Copy.lowering("cuda")
 def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     """Fragments move by their own layout; local arrays copy per thread; global/shared tiles
     move in coalesced 16-byte vectors (``cp.async`` when a pipelined loop issues the copy)."""
     s_scope, d_scope = R.scope_of(op.src), R.scope_of(op.dst)
-    if ctx.tma_barrier is not None:  # a producer of an mbarrier-ring pipeline
-        return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier)
-    if s_scope == "global" and d_scope.startswith("shared") and not ctx.async_copy and \
-            not ctx.in_parallel:
-        plan = tma_plan(op, ctx.target, ctx.config, ctx.tile_annotations.get(
-            R.buffer_of(op.dst).__chandle__(), {}))
-        if isinstance(plan, TmaPlan):
-            return _tma_sync(op, ctx, plan)
-        if tma_enabled(ctx.target, ctx.config, op):
-            log.debug("T.copy %s -> %s: no TMA (%s); using vector copies", R.describe(op.src),
-                      R.describe(op.dst), plan)
+    if _sync_load(op, ctx) and tma_enabled(ctx.target, ctx.config, op) and \
+            log.isEnabledFor(logging.DEBUG):
+        log.debug("T.copy %s -> %s: no TMA (%s); using vector copies", R.describe(op.src),
+                  R.describe(op.dst), _tma_plan_of(op, ctx))
     if s_scope in LOCAL or d_scope in LOCAL:
         return elementwise_copy(op, ctx, kind=loops.SERIAL)
     frag = op.src if s_scope == FRAGMENT else op.dst if d_scope == FRAGMENT else None
@@ -334,9 +323,13 @@ def _depends_on_data(e) -> bool:
     return bool(find_all(e, tvm.ir.TensorLoad))
 
 
-def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
-    plan = tma_plan(op, ctx.target, ctx.config,
+def _tma_plan_of(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
+    return tma_plan(op, ctx.target, ctx.config,
                     ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}))
+
+
+def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
+    plan = _tma_plan_of(op, ctx)
     if not isinstance(plan, TmaPlan):
         raise LoweringError(f"T.copy {R.describe(op.src)} -> {R.describe(op.dst)} cannot use "
                             f"TMA: {plan}")
@@ -405,6 +398,38 @@ def _tma_sync(op: Copy, ctx: LowerContext, plan: TmaPlan) -> tirx.Stmt:
         tirx.Evaluate(tma.mbarrier_wait(tirx.address_of(b0), ph)),
         tirx.BufferStore(phase, tirx.bitwise_xor(ph, 1), [0]),
     ])
+
+
+def _sync_load(op: Copy, ctx: LowerContext) -> bool:
+    """A global -> shared copy the block waits for (not issued ahead by a pipeline, not per
+    element inside ``T.Parallel``)."""
+    return R.scope_of(op.src) == "global" and R.scope_of(op.dst).startswith("shared") and \
+        not ctx.async_copy and not ctx.in_parallel
+
+
+def _in_tma_pipeline(op: Copy, ctx: LowerContext) -> bool:
+    """A producer of an mbarrier-ring pipeline (sm_90+): TMA loads completing on its barrier."""
+    return ctx.tma_barrier is not None
+
+
+def _tma_sync_applies(op: Copy, ctx: LowerContext) -> bool:
+    """A waited-for load that TMA can do (sm_90+, not turned off, see :func:`tma_plan`)."""
+    return _sync_load(op, ctx) and isinstance(_tma_plan_of(op, ctx), TmaPlan)
+
+
+def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
+    return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier)
+
+
+def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:
+    return _tma_sync(op, ctx, _planned(op, ctx))
+
+
+# The copy's lowerings, tried in order.
+Copy.lowering("cpu")(elementwise_copy)
+Copy.lowering("cuda", when=_in_tma_pipeline)(_copy_tma_producer)
+Copy.lowering("cuda", when=_tma_sync_applies)(_copy_tma_sync)
+Copy.lowering("cuda")(_copy_cuda)
 
 
 @register

@@ -204,7 +204,6 @@ def _operand(region, transpose: bool, row, col) -> list:
     return idx
 
 
-@Gemm.lowering("cpu")
 def _gemm_cpu(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Reference loops in i, k, j order (contiguous inner loop for the CPU)."""
     m, n, k = op.mnk()
@@ -253,19 +252,11 @@ def _swizzled(buf, ctx: LowerContext) -> bool:
     return buf.__chandle__() in ctx.swizzled and can_swizzle(int(buf.shape[-1]), buf.dtype)
 
 
-@Gemm.lowering("cuda")
-def _gemm_cuda(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
-    """wgmma or the sm80-class gemm, as the plan LayoutInference recorded says."""
-    plan = recorded_plan(op, ctx)
-    if isinstance(plan, WgmmaPlan):
-        return _gemm_wgmma(op, ctx, plan)
-    return _gemm_sm80(op, ctx, plan)
-
-
-def _gemm_sm80(op: Gemm, ctx: LowerContext, plan: MmaPlan) -> tirx.Stmt:
+def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """The device gemm ``gemm_ss`` (A, B in shared memory) or ``gemm_rs`` (A in registers):
     ldmatrix + mma.sync over the warp grid of the plan, on the warps of the op's thread
     group."""
+    plan = recorded_plan(op, ctx)
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     m, n, k = (R.as_int(x) for x in op.mnk())
     if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
@@ -512,11 +503,12 @@ def _desc(region, plan_swizzle: int, mn0, k0, k_major: bool):
     return wgmma.desc(_addr(region, k0, mn0), lbo, sbo, plan_swizzle)
 
 
-def _gemm_wgmma(op: Gemm, ctx: LowerContext, plan: WgmmaPlan) -> tirx.Stmt:
+def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Each warpgroup issues the m64 x n_inst x k_step wgmmas of its block of C (descriptors
     from the GMMA-swizzled shared tiles, or A from registers), fenced, committed as one group
     and waited on (``wg_wait`` groups may stay in flight; InjectAsyncWaits waits before a
     later use)."""
+    plan = recorded_plan(op, ctx)
     A, C = R.buffer_of(op.A), R.buffer_of(op.C)
     m, n, k = (R.as_int(x) for x in op.mnk())
     a_regs = A.scope() == "local.fragment"
@@ -558,3 +550,14 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext, plan: WgmmaPlan) -> tirx.Stmt:
     if int(op.wg_wait) == 0:
         stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
     return tirx.SeqStmt(stmts)
+
+
+def _planned_wgmma(op: Gemm, ctx: LowerContext) -> bool:
+    """LayoutInference planned the gemm as wgmma (sm_90a, see :func:`wgmma_plan`)."""
+    return isinstance(recorded_plan(op, ctx), WgmmaPlan)
+
+
+# The gemm's lowerings, tried in order.
+Gemm.lowering("cpu")(_gemm_cpu)
+Gemm.lowering("cuda", when=_planned_wgmma)(_gemm_wgmma)
+Gemm.lowering("cuda")(_gemm_sm80)
