@@ -66,8 +66,13 @@ def _contains_barrier(stmt) -> bool:
 
 def _rw(stmt) -> tuple[set, set, bool]:
     """Shared tiles ``stmt`` reads and writes, and whether it synchronizes its group at
-    entry (a device op that does so before its own accesses)."""
+    entry (a device op that does so before its own accesses).  An asynchronous write counts
+    when ``stmt`` also waits on the mechanism it completes on (a TMA load waited for in the
+    same code): from the wait on, the tile holds data that other threads may need; a write
+    whose wait lies elsewhere belongs to the pipeline protocol that issued it."""
     reads, writes, entry = set(), set(), []
+    pending: dict = {}  # mechanism -> shared tiles written asynchronously
+    waited: set = set()
 
     def on_load(x):
         if x.source.scope() in SHARED:
@@ -81,8 +86,14 @@ def _rw(stmt) -> tuple[set, set, bool]:
         eff = effect_of(c)
         if eff is None:
             return None
+        if eff.waits is not None:
+            waited.add(eff.waits)
         if eff.completes_on is not None:
-            # issued by a pipeline: its protocol publishes and retires the data
+            # published by the wait on its mechanism (below), or by the protocol that issued it
+            for acc in eff.accesses:
+                if acc.write:
+                    pending.setdefault(eff.completes_on, set()).update(
+                        _key(b) for b in accessed_buffers(c, acc) if b.scope() in SHARED)
             return tvm_ffi.WalkResult.SKIP
         if eff.sync is not None and eff.sync.at_entry:
             entry.append(c)
@@ -94,6 +105,8 @@ def _rw(stmt) -> tuple[set, set, bool]:
 
     tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
                                    (tirx.BufferStore, on_store)], order="pre")
+    for mech in waited:
+        writes |= pending.get(mech, set())
     return reads, writes, bool(entry)
 
 

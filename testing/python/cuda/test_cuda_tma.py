@@ -8,6 +8,7 @@ edge, and the hand-written producer/consumer kernel of ``T.alloc_barrier``/``T.t
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -28,8 +29,9 @@ pytestmark = [pytest.mark.gpu,
 
 
 def run(code: str, timeout: int = 240) -> None:
-    """Run ``code`` in a fresh interpreter (tilelang, torch and the test programs imported);
-    fails on a non-zero exit or a hang."""
+    """Run ``code`` from a file in a fresh interpreter (tilelang, torch and the test programs
+    imported; a file, since a ``T.prim_func`` needs its source); fails on a non-zero exit or a
+    hang."""
     prelude = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {os.path.dirname(HERE)!r})
         import torch, tilelang
@@ -37,11 +39,15 @@ def run(code: str, timeout: int = 240) -> None:
         from programs import matmul
         from tma_programs import producer_consumer
     """)
-    try:
-        proc = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"kernel did not finish within {timeout} s (barrier hang?)")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "tma_case.py")
+        with open(script, "w") as f:
+            f.write(prelude + textwrap.dedent(code))
+        try:
+            proc = subprocess.run([sys.executable, script], capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kernel did not finish within {timeout} s (barrier hang?)")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

@@ -83,6 +83,27 @@ def test_cuda_source_has_the_named_barrier():
     assert "__syncthreads" not in src
 
 
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_tma_load_waited_in_one_group_is_handed_off_by_a_named_barrier(rounds):
+    # on sm_90a group 0's copy is a TMA load it waits for on an mbarrier: the wait publishes
+    # the tile to group 0 only, so group 1 still needs the named barrier over both groups (and,
+    # over several rounds, group 0's next load waits for group 1's reads the same way)
+    @T.prim_func
+    def main(A: T.Tensor((256, 64), "float32"), B: T.Tensor((256, 64), "float32")):
+        with T.Kernel(4, threads=256) as bx:
+            S = T.alloc_shared((64, 64), "float32")
+            for r in T.serial(rounds):
+                with T.ws(0):
+                    T.copy(A[bx * 64, 0], S)
+                with T.ws(1):
+                    T.copy(S, B[bx * 64, 0])
+
+    src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    body = src.split("main_kernel", 1)[1]
+    assert "cp_async_bulk_tensor" in body and "mbarrier_wait" in body
+    assert body.count("tvm_builtin_ptx_bar_sync_count_sync(((uint)3), ((uint)256));") == 2
+
+
 def test_same_group_hazard_uses_the_group_barrier():
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
