@@ -274,8 +274,8 @@ def compile_source(code: str, target: Target, fmt: str = "cubin",
         except CompileError as nvcc_err:
             first = str(nvrtc_err).splitlines()[0]
             raise CompileError(f"{nvcc_err}\n(NVRTC had failed first: {first})") from None
-        warnings.warn(f"tilelang: NVRTC could not compile the kernel, nvcc did "
-                      f"({str(nvrtc_err).splitlines()[0]})")
+        reason = "\n".join(str(nvrtc_err).splitlines()[:6])  # where the source is, the log
+        warnings.warn(f"tilelang: NVRTC could not compile the kernel, nvcc did ({reason})")
         return out
 
 
