@@ -9,6 +9,15 @@
 
 #define TL_DEVICE __device__ __forceinline__
 
+// NVRTC sees no <cuda.h>, yet a kernel that loads with TMA takes its tensor maps as
+// `const __grid_constant__ CUtensorMap` parameters: declare the driver's type (128 opaque bytes,
+// 128-byte aligned, as CUDA 13's cuda.h declares it), when cuda.h is absent.
+#if defined(__CUDACC_RTC__) && !defined(__cuda_cuda_h__)
+typedef struct CUtensorMap_st {
+  alignas(128) unsigned long long opaque[16];
+} CUtensorMap;
+#endif
+
 namespace tl {
 
 // Address of a generic pointer into shared memory, as the 32-bit value PTX instructions take.

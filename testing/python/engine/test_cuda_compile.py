@@ -213,3 +213,27 @@ def test_plain_tvm_builds_get_no_tilelang_headers(tmp_path):
     env = {**os.environ, "TILELANG_CUDA_COMPILER": "nvcc", "TILELANG_DISABLE_CACHE": "1"}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
+
+
+@pytest.mark.gpu
+def test_nvrtc_compiles_a_tma_kernel():
+    """NVRTC sees no <cuda.h>, so the ``CUtensorMap`` parameters of a TMA kernel were undefined
+    and every sm_90a kernel fell back to nvcc (H200 run, 2026-12-03); the headers declare it."""
+    import sys
+    import warnings
+
+    import tilelang
+    from tilelang.engine import cuda
+
+    if not cuda.has_nvrtc():
+        pytest.skip("needs cuda-python's NVRTC")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__))))
+    from programs import matmul
+
+    k = tilelang.compile(matmul(256, 256, 256, 128, 128, 64, num_stages=3), out_idx=[2],
+                         target="cuda -arch=sm_90a")
+    src = k.get_kernel_source()
+    assert "CUtensorMap" in src
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cuda.nvrtc_compile(src, "sm_90a")  # raises CompileError with NVRTC's log
