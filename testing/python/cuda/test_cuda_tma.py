@@ -12,20 +12,13 @@ import tempfile
 import textwrap
 
 import pytest
+from gpus import has_sm90
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _has_sm90() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-    except Exception:
-        return False
-
-
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU (TMA)")]
+              pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU (TMA)")]
 
 
 def run(code: str, timeout: int = 240) -> None:

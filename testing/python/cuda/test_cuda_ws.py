@@ -23,6 +23,7 @@ import tilelang
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from programs import matmul  # noqa: E402
+from gpus import has_sm90
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -47,15 +48,7 @@ def test_default_sm90a_gemm_ptx_has_setmaxnreg():
     assert "setmaxnreg" not in ptx and "__launch_bounds__(256)" in src
 
 
-def _has_sm90() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-    except Exception:
-        return False
-
-
-gpu = [pytest.mark.gpu, pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU")]
+gpu = [pytest.mark.gpu, pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")]
 
 
 def run(tmp_path, code: str, timeout: int = 240) -> None:

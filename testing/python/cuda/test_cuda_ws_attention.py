@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "flash_attention")
 sys.path.insert(0, EXAMPLE)
 from example_mha_fwd import flashattn  # noqa: E402
+from gpus import has_sm90
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -41,16 +42,8 @@ def test_attention_sm90a_ptx_is_warp_specialized(causal):
     assert "cp.async.bulk.tensor" in ptx
 
 
-def _has_sm90() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-    except Exception:
-        return False
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_sm90a_matches_torch(causal):
     code = (f"import sys; sys.path.insert(0, {EXAMPLE!r})\n"

@@ -23,6 +23,7 @@ from tilelang.transform.debug_barriers import DEFAULT_BOUND, bound_of
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from programs import matmul  # noqa: E402
+from gpus import has_sm90
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -91,16 +92,8 @@ def test_ptx_has_bounded_loop_printf_and_trap():
     assert "trap;" not in plain and "vprintf" not in plain
 
 
-def _has_sm90() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-    except Exception:
-        return False
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU (TMA, mbarriers)")
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU (TMA, mbarriers)")
 def test_wrong_expect_tx_traps_with_barrier_and_stage(tmp_path):
     script = tmp_path / "wrong_tx.py"
     script.write_text(textwrap.dedent(f"""

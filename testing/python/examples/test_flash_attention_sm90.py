@@ -13,6 +13,7 @@ import pytest
 
 import tilelang
 from programs import EXAMPLES, example
+from gpus import has_sm90
 
 SM90 = "cuda -arch=sm_90a"
 FLASH_ATTENTION = os.path.join(EXAMPLES, "flash_attention")
@@ -48,14 +49,6 @@ def test_flash_attention_sm90a_is_warp_specialized(name, causal, dim, dtype):
     assert "cp.async.bulk.tensor" in ptx
 
 
-def _has_sm90() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-    except Exception:
-        return False
-
-
 def _run(code: str) -> None:
     proc = subprocess.run(["timeout", "300", sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=330)
@@ -63,7 +56,7 @@ def _run(code: str) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dim,dtype", [(128, "float16"), (64, "bfloat16"), (128, "bfloat16")])
 @pytest.mark.parametrize("name", VARIANTS)
@@ -90,7 +83,7 @@ def test_flash_attention_sm90a_matches_torch(name, dim, dtype, causal):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _has_sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize("name", VARIANTS)
 def test_flash_attention_example_main_on_gpu(name):
     """The example's own main() at its GPU defaults (B=8, H=16, S=4096), bf16, causal."""
