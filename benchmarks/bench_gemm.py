@@ -87,8 +87,14 @@ def main(argv=None):
     p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
     p.add_argument("--quick", action="store_true", help="two tile configurations, not six")
     p.add_argument("--path", choices=("default", "sm80"), default="default")
+    p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGES",
+                   help="tile configurations to try instead of the built-in list")
+    p.add_argument("--no-stage-study", action="store_true",
+                   help="skip the 3-stage against 1-stage comparison")
     args = p.parse_args(argv)
     configs = [(128, 128, 64, 128, 3), (128, 256, 32, 256, 3)] if args.quick else CONFIGS
+    if args.configs:
+        configs = [tuple(int(x) for x in c.split("x")) for c in args.configs]
     sm80 = SM80_PATH if args.path == "sm80" else {}
     tri = triton_matmul()
     rows = []
@@ -110,6 +116,9 @@ def main(argv=None):
                 c = k(a, b)
                 err = float((c.float() - ref.float()).abs().max())
                 ms = bench_ms(lambda: k(a, b))
+                print(f"{dtype} {n} {'x'.join(map(str, cfg))}: {tf(ms):.0f} TFLOP/s "
+                      f"({cublas / ms:.2f}x cuBLAS), max err {err:.3g}, compile {compile_s:.1f} s",
+                      flush=True)
                 if best is None or ms < best[1]:
                     best = (cfg, ms, err, compile_s)
             cfg, ms, err, compile_s = best
@@ -118,7 +127,9 @@ def main(argv=None):
                    "ours/cublas": cublas / ms, "max_err": err, "compile_s": compile_s}
             # the same tiles with 3 stages (async) and with 1 (sync: no cp.async, no
             # pipelining), for the best tiles and for 128x256x32
-            for tag, tiles in (("best", cfg[:4]), ("128x256x32", (128, 256, 32, 256))):
+            study = () if args.no_stage_study else \
+                (("best", cfg[:4]), ("128x256x32", (128, 256, 32, 256)))
+            for tag, tiles in study:
                 k3 = tilelang.compile(matmul(n, n, n, *tiles, 3, dtype), out_idx=[2],
                                       target="cuda", pass_configs=sm80)
                 k1 = tilelang.compile(matmul(n, n, n, *tiles, 1, dtype), out_idx=[2],

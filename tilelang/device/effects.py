@@ -83,7 +83,10 @@ class Effect:
     of groups that may stay in flight).  ``releases``: position from which the arguments are
     ``address_of(tile[...])`` of tiles this thread hands over to another agent that may
     overwrite them (a pipeline stage's release): a use of the tiles, so asynchronous reads of
-    them must be complete before the op."""
+    them must be complete before the op.  ``orders``: position from which the arguments are
+    ``address_of(tile[...])`` of the shared tiles whose generic-proxy writes a proxy fence
+    orders before this thread's later async-proxy accesses (a fence without them orders all
+    memory)."""
 
     accesses: tuple[Access, ...] = ()
     proxy: Proxy = Proxy.GENERIC
@@ -93,6 +96,7 @@ class Effect:
     pending_arg: int | None = None
     sync: Sync | None = None
     releases: int | None = None
+    orders: int | None = None
 
     @property
     def reads(self) -> tuple[Access, ...]:
@@ -174,6 +178,15 @@ def released_buffers(call: tvm.ir.Call) -> list:
     if eff is None or eff.releases is None:
         return []
     return _tiles_at(call, range(eff.releases, len(call.args)))
+
+
+def ordered_buffers(call: tvm.ir.Call) -> list | None:
+    """The tiles a proxy fence orders (``Effect.orders``); ``None`` when it orders all memory
+    (or is not such a fence)."""
+    eff = effect_of(call)
+    if eff is None or eff.orders is None or len(call.args) <= eff.orders:
+        return None
+    return _tiles_at(call, range(eff.orders, len(call.args)))
 
 
 def _tiles_at(call: tvm.ir.Call, positions) -> list:

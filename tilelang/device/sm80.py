@@ -104,14 +104,23 @@ def release(*tiles) -> tirx.Call:
     return call(RELEASE, *tiles)
 
 
+def _emit_fence_proxy_async(c):
+    if c.args:  # for the given shared tiles only: no wait for global memory
+        return getattr(_T.ptx.fence.proxy.async_, "shared::cta")()
+    return _T.ptx.fence.proxy.async_()
+
+
 FENCE_PROXY_ASYNC = register_device_op(
-    "tl.device.fence_proxy_async", Effect(proxy=Proxy.ASYNC),
-    lambda c: _T.ptx.fence.proxy.async_(),
-    "fence.proxy.async: this thread's generic-proxy accesses before its async-proxy ones")
+    "tl.device.fence_proxy_async", Effect(proxy=Proxy.ASYNC, orders=0),
+    _emit_fence_proxy_async,
+    "fence.proxy.async: this thread's generic-proxy accesses before its async-proxy ones; "
+    "with tiles (address_of), only shared memory's (.shared::cta)")
 
 
-def fence_proxy_async() -> tirx.Call:
-    return call(FENCE_PROXY_ASYNC)
+def fence_proxy_async(*tiles) -> tirx.Call:
+    """A proxy fence; ``tiles`` (``address_of`` of shared tiles) limit it to shared memory and
+    let ``ElideProxyFences`` drop it when no generic-proxy write reaches them."""
+    return call(FENCE_PROXY_ASYNC, *tiles)
 
 
 # templates --------------------------------------------------------------------------------

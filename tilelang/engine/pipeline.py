@@ -36,6 +36,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.LowerParallelLoops(),
         tl_transform.InjectAsyncWaits(),
         tl_transform.LowerAsyncResources(),
+        tl_transform.ElideProxyFences(),
         debug_barriers.DebugBarriers(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),

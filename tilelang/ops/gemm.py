@@ -523,9 +523,12 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     def c_addr(row, col):
         return tirx.address_of(tirx.BufferLoad(C, c_lead + [row, col]))
 
-    # the shared operands were written through the generic proxy; wgmma reads them through
-    # the async one (InjectThreadSync puts the block's barrier after this fence)
-    stmts = [tirx.Evaluate(device.fence_proxy_async())]
+    # wgmma reads the shared operands through the async proxy: a fence orders this thread's
+    # generic-proxy writes of them before (InjectThreadSync puts the group's barrier after it;
+    # ElideProxyFences drops it when only TMA writes them)
+    shared = [R.buffer_of(x) for x in ((op.B,) if a_regs else (op.A, op.B))]
+    stmts = [tirx.Evaluate(device.fence_proxy_async(
+        *[tirx.address_of(tirx.BufferLoad(b, [0] * len(b.shape))) for b in shared]))]
     stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
     stmts.append(tirx.Evaluate(wgmma.fence()))
     for mi in range(plan.m_wg // 64):

@@ -1,5 +1,6 @@
 """tilelang's passes: each a TVM ``transform.Pass`` factory that can be run on its own."""
 
+from .elide_proxy_fences import ElideProxyFences  # noqa: F401
 from .inject_async_waits import InjectAsyncWaits  # noqa: F401
 from .inject_pipeline import InjectSoftwarePipeline  # noqa: F401
 from .inject_thread_sync import InjectThreadSync  # noqa: F401
