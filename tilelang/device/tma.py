@@ -83,9 +83,26 @@ __noinline__ __device__ void tl_debug_mbarrier_wait(void* bar, int parity, const
 """
 
 
+# The wait: a C loop around try_wait, so that the compiler reconverges the warp after it (the
+# lanes of a warp may leave at different tries; TVM's own loop branches with ``bra.uni``, which
+# let a warp reach the next ``bar.sync`` or ``wgmma`` diverged: synccheck's "divergent
+# threads").
+_WAIT = "tl_mbarrier_wait"
+_WAIT_SOURCE = r"""
+__forceinline__ __device__ void tl_mbarrier_wait(void* bar, int parity) {
+  unsigned int addr = static_cast<unsigned int>(__cvta_generic_to_shared(bar));
+  unsigned int done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(addr), "r"(parity) : "memory");
+  } while (!done);
+}
+"""
+
+
 def _emit_wait(c):
     if len(c.args) == 2:
-        return _T.cuda.mbarrier_wait(c.args[0], _i32(c.args[1]))
+        return _T.cuda.func_call(_WAIT, c.args[0], _i32(c.args[1]), source_code=_WAIT_SOURCE)
     bar, parity, name, stage, bound = c.args
     return _T.cuda.func_call(_DEBUG_WAIT, bar, _i32(parity), name, _i32(stage), _u32(bound),
                              source_code=_DEBUG_WAIT_SOURCE)

@@ -99,3 +99,18 @@ def test_pipelined_gemm_uses_tma_and_mbarrier_ring():
                          target="cuda -arch=sm_90a", pass_configs={"tl.disable_tma_lower": True})
     ptx = k.get_ptx()
     assert "cp.async.cg" in ptx and "cp.async.bulk" not in ptx and "mbarrier" not in ptx
+
+
+def test_mbarrier_wait_loop_lets_the_warp_reconverge():
+    """The try_wait loop exits per lane; its branch must not be ``bra.uni`` (which told the
+    compiler the warp was uniform: synccheck found warps reaching ``bar.sync`` diverged)."""
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90a"})
+    lib = tvm.compile(tvm.IRModule({"main": hand_tma.with_attr("global_symbol", "main")}),
+                      target=target, tir_pipeline="tirx")
+    ptx = nvcc_compile(lib.mod.imports[0].inspect_source(), "sm_90a", "ptx").decode()
+    lines = ptx.splitlines()
+    waits = [i for i, line in enumerate(lines) if "mbarrier.try_wait" in line]
+    assert waits
+    for i in waits:
+        branch = next(line for line in lines[i:] if "bra" in line.split("//")[0])
+        assert "bra.uni" not in branch, branch
