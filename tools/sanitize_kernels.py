@@ -1,4 +1,5 @@
-"""Run the pipelined GEMM, the attention forward and the two-thread-group hand-off
+"""Run the pipelined GEMMs (warp-specialized, mbarrier ring without specialization, sm80
+path), the attention forward and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
@@ -31,6 +32,13 @@ def main():
                             pass_configs={"tl.disable_wgmma": True, "tl.disable_tma_lower": True,
                                           "tl.disable_warp_specialized": True})
     c80 = sm80(a, b)
+    # the mbarrier ring without warp specialization, and two consumer warp groups + producer
+    ring = tilelang.compile(matmul(256, 256, 256, 128, 128, 64, num_stages=3), out_idx=[2],
+                            pass_configs={"tl.disable_warp_specialized": True})
+    c_ring = ring(a, b)
+    wide = tilelang.compile(matmul(256, 256, 256, 128, 256, 64, threads=256, num_stages=3),
+                            out_idx=[2])
+    c_wide = wide(a, b)
     src = gemm.get_kernel_source()
     print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
           "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
@@ -48,9 +56,12 @@ def main():
     errs = [float((c.float() - (a.float() @ b.float())).abs().max()),
             float((rc.float() - (ra.float() @ rb.float())).abs().max()),
             float((c80.float() - (a.float() @ b.float())).abs().max()),
+            float((c_ring.float() - (a.float() @ b.float())).abs().max()),
+            float((c_wide.float() - (a.float() @ b.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((gb - ga).abs().max())]
-    print("max errors (gemm, ragged gemm, sm80-path gemm, attention, thread groups):", errs)
+    print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
+          "attention, thread groups):", errs)
 
 
 if __name__ == "__main__":

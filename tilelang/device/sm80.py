@@ -70,12 +70,15 @@ def _emit_barrier(c):
     bar, count = c.args
     if _imm(bar) == 0:
         return tirx.call_extern("int32", "__syncthreads")
-    return _T.ptx.bar.sync(_u32(bar), _u32(count))
+    # barrier.sync, not bar.sync (= barrier.sync.aligned): a group's barrier may follow code
+    # whose lanes leave at different times (an mbarrier wait loop), and the aligned form let
+    # ptxas assume a converged warp there (synccheck: "divergent threads")
+    return _T.ptx.barrier.sync(_u32(bar), _u32(count))
 
 
 BARRIER = register_device_op(
     "tl.device.barrier", Effect(sync=Sync(barrier_arg=0, count_arg=1)), _emit_barrier,
-    "bar.sync id, count: the `count` threads of a group wait for each other; id 0 is the "
+    "barrier.sync id, count: the `count` threads of a group wait for each other; id 0 is the "
     "whole block (__syncthreads)")
 
 

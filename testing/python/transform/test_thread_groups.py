@@ -78,8 +78,8 @@ def test_copies_in_a_group_use_the_group_threads():
 
 def test_cuda_source_has_the_named_barrier():
     src = tilelang.compile(hand_off_kernel(), target="cuda -arch=sm_80").get_kernel_source()
-    assert "bar.sync %0, %1;" in src
-    assert src.count("tvm_builtin_ptx_bar_sync_count_sync(((uint)3), ((uint)256));") == 2
+    assert "barrier.sync %0, %1;" in src  # not .aligned: lanes may arrive diverged
+    assert src.count("tvm_builtin_ptx_barrier_sync_count_sync(((uint)3), ((uint)256));") == 2
     assert "__syncthreads" not in src
 
 
@@ -101,7 +101,7 @@ def test_tma_load_waited_in_one_group_is_handed_off_by_a_named_barrier(rounds):
     src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
     body = src.split("main_kernel", 1)[1]
     assert "cp_async_bulk_tensor" in body and "mbarrier_wait" in body
-    assert body.count("tvm_builtin_ptx_bar_sync_count_sync(((uint)3), ((uint)256));") == 2
+    assert body.count("tvm_builtin_ptx_barrier_sync_count_sync(((uint)3), ((uint)256));") == 2
 
 
 def test_same_group_hazard_uses_the_group_barrier():
