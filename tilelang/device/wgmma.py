@@ -130,9 +130,10 @@ def _emit_fence_operands(c):
     return tirx.call_extern("int32", f"tl::fence_operands<{_imm(count)}>", addr)
 
 
+# No declared access: it moves no data, so it is no use of the registers that would wait for
+# a wgmma still writing them (the next iteration's fence while its group is in flight).
 FENCE_OPERANDS = register_device_op(
-    "tl.device.wgmma_fence_operands", Effect(accesses=(Access((0,), R), Access((0,), R, True))),
-    _emit_fence_operands,
+    "tl.device.wgmma_fence_operands", Effect(), _emit_fence_operands,
     "no instruction: the compiler keeps the registers' reads and writes on this side of the "
     "surrounding wgmma fence/wait")
 

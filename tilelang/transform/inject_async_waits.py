@@ -1,32 +1,45 @@
-"""``InjectAsyncWaits``: wait for asynchronous register operations before their data is used.
+"""``InjectAsyncWaits``: wait for asynchronous register operations before their data is used,
+and no longer than that.
 
-Expects: lowered kernels (per-thread register arrays, device ops with declared effects).
-Guarantees: when a statement issues ops that complete on a wait-group mechanism
-(``Effect.completes_on``; today ``wgmma`` groups) and leaves groups in flight (its last wait
-of that mechanism keeps ``pending > 0``, as ``T.gemm(..., wg_wait=k)`` does), every buffer
-those ops access (the accumulator and register operands, the shared operands they read) is
-*in flight*; before the first later statement of the same sequence, or of a later iteration
-of an enclosing loop, that loads, stores or passes such a buffer to another op, a wait of the
-mechanism with ``pending = 0`` is inserted.  A statement that hands tiles over
-(``Effect.releases``: the arrival that releases a pipeline stage to its producer, or the end of
-a cp.async stage before the group's next barrier) uses them, so the wait comes before it.
-Statements in between (independent work) run while the groups are in flight.  Ops of the
-same mechanism (the next wgmma into the same accumulator) are ordered by the hardware and need
-no wait; a wait with ``pending = 0`` of the sequence itself (the one ``wg_wait=0`` emits)
-completes everything before it.  Mechanisms whose completion the issuing protocol waits for
-(``Mechanism.protocol_owned``: cp.async groups of a pipeline, mbarriers) are left to it.
-Analysis is per buffer.  The pass reasons from effects only.  CPU: unchanged.
+Expects: lowered kernels (per-thread register arrays, device ops with declared effects); the
+staged tiles of pipelines carry ``STAGED`` (their leading dimension is the ring slot).
+Guarantees: ops that complete on a wait-group mechanism (``Effect.completes_on``; today
+``wgmma`` groups) make the *regions* they access (a tile, or one ring slot of a staged tile:
+``A_s[slot, ...]``) in flight in the current group of the mechanism; ``commit`` closes the
+group; a wait of the mechanism with ``pending = N`` completes all but the newest ``N`` closed
+groups.  Before the first later statement (of the same sequence, or of a later iteration of an
+enclosing loop) that loads, stores or passes an in-flight region to another op, or hands it
+over (``Effect.releases``: the arrival that gives a ring slot back to its producer), a wait is
+inserted whose ``pending`` is the number of closed groups newer than the newest one holding
+that region.  Two slots of a staged tile are different regions when their indices provably
+differ (``(base + k) % n`` against ``(base + k - 1) % n``): so a consumer that hands back the
+slot of iteration ``k - 1`` after issuing iteration ``k``'s wgmmas waits with ``pending = 1``
+and keeps the tensor cores busy.  Ops of the same mechanism (the next wgmma into the same
+accumulator) are ordered by the hardware and need no wait.  Mechanisms whose completion the
+issuing protocol waits for (``Mechanism.protocol_owned``: cp.async groups of a pipeline,
+mbarriers) are left to it.  Across a loop's back edge the regions of iteration ``k`` become
+those of ``k - 1``.  The pass reasons from effects only.  CPU: unchanged.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import tvm
 import tvm_ffi
 from tvm import tirx
+from tvm.sym import Analyzer
 
-from ..device.effects import accessed_buffers, all_device_ops, effect_of, released_buffers
+from ..device.effects import all_device_ops, effect_of
 from ..engine.target import is_cpu
+from ..ir_utils import substitute
 from .passes import function_pass, target_of
+
+# Annotation of a staged tile's allocation (``InjectSoftwarePipeline``): the ring depth of its
+# leading dimension.
+STAGED = "tl.pipeline_stages"
+
+_analyzer = Analyzer()
 
 
 def _key(x):
@@ -48,134 +61,287 @@ def _tracked(mechanism) -> bool:
         _waiter(mechanism) is not None
 
 
-def _completes_all(stmt):
-    """The mechanism ``stmt`` (a bare wait with ``pending = 0``) completes, else ``None``."""
-    eff = effect_of(stmt) if isinstance(stmt, tirx.Evaluate) else None
-    if eff is None or eff.pending_arg is None or not _tracked(eff.waits):
-        return None
-    pending = stmt.value.args[eff.pending_arg]
-    return eff.waits if isinstance(pending, tirx.IntImm) and int(pending.value) == 0 else None
+@dataclass(frozen=True, eq=False)
+class Region:
+    """A tile (``slot is None``) or one ring slot of a staged tile (equal when they print the
+    same: the slot is an expression)."""
+
+    tile: int
+    slot: object = None
+    ring: int = 0
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Region) and self.text() == other.text()
+
+    def __hash__(self) -> int:
+        return hash(self.text())
+
+    def overlaps(self, other: "Region") -> bool:
+        if self.tile != other.tile:
+            return False
+        if self.slot is None or other.slot is None:
+            return True
+        return not _differ(self.slot, other.slot, self.ring)
+
+    def shifted(self, var, by) -> "Region":
+        if self.slot is None:
+            return self
+        return Region(self.tile, substitute(self.slot, {var: by}), self.ring)
+
+    def text(self) -> str:
+        return f"{self.tile}:{self.slot}"
 
 
-def _issues(stmt) -> dict:
-    """mechanism -> (keys of buffers its async ops access, pending count of the last wait
-    of it in ``stmt`` or None)."""
-    out: dict = {}
+def _differ(a, b, ring: int) -> bool:
+    """Whether two slot indices of a ring of ``ring`` slots provably differ."""
+    if isinstance(a, tirx.IntImm) and isinstance(b, tirx.IntImm):
+        return int(a.value) != int(b.value)
+    if ring and isinstance(a, tirx.FloorMod) and isinstance(b, tirx.FloorMod) and \
+            isinstance(a.b, tirx.IntImm) and isinstance(b.b, tirx.IntImm) and \
+            int(a.b.value) == int(b.b.value) == ring:
+        d = _analyzer.simplify(a.a - b.a)
+        return isinstance(d, tirx.IntImm) and int(d.value) % ring != 0
+    return False
+
+
+class _Tiles:
+    """The staged tiles of a function (key -> ring depth) and the regions an access names."""
+
+    def __init__(self, body):
+        self.ring: dict = {}
+
+        def on_alloc(a):
+            if STAGED in a.annotations:
+                self.ring[_key(a.buffer)] = int(a.annotations[STAGED])
+
+        tvm_ffi.structural_walk(body, (tirx.AllocBuffer, on_alloc))
+
+    def region(self, buf, indices) -> Region:
+        ring = self.ring.get(_key(buf))
+        if ring and indices:
+            return Region(_key(buf), indices[0], ring)
+        return Region(_key(buf))
+
+    def addressed(self, call, positions) -> set:
+        """Regions of the ``address_of(tile[...])`` arguments at ``positions`` (also inside a
+        descriptor built from one)."""
+        out = set()
+
+        def on_call(c):
+            if isinstance(c.op, tvm.ir.Op) and c.op.name == "tirx.address_of" and \
+                    isinstance(c.args[0], tvm.ir.TensorLoad):
+                out.add(self.region(c.args[0].source, list(c.args[0].indices)))
+
+        for i in positions:
+            tvm_ffi.structural_walk(call.args[i], (tvm.ir.Call, on_call))
+        return out
+
+    def touched(self, stmt, mechanism) -> set:
+        """Regions ``stmt`` accesses (or hands over) other than through async ops of
+        ``mechanism``."""
+        out = set()
+
+        in_op = [0]  # inside a device op: an address it is given is no use but a declared one
+
+        def on_call(c):
+            eff = effect_of(c)
+            if eff is not None and eff.completes_on == mechanism:
+                return tvm_ffi.WalkResult.SKIP
+            if eff is not None:
+                for acc in eff.accesses:
+                    out.update(self.addressed(c, acc.args))
+                if eff.releases is not None:
+                    out.update(self.addressed(c, range(eff.releases, len(c.args))))
+                in_op[0] += 1
+                for a in c.args:
+                    tvm_ffi.structural_walk(a, walkers, order="pre")
+                in_op[0] -= 1
+                return tvm_ffi.WalkResult.SKIP
+            if in_op[0] and isinstance(c.op, tvm.ir.Op) and c.op.name == "tirx.address_of" \
+                    and isinstance(c.args[0], tvm.ir.TensorLoad):
+                for i in c.args[0].indices:  # the address's indices are still read
+                    tvm_ffi.structural_walk(i, walkers, order="pre")
+                return tvm_ffi.WalkResult.SKIP
+            return None
+
+        def on_load(x):
+            out.add(self.region(x.source, list(x.indices)))
+
+        def on_store(s):
+            out.add(self.region(s.buffer, list(s.indices)))
+
+        walkers = [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
+                   (tirx.BufferStore, on_store)]
+        tvm_ffi.structural_walk(stmt, walkers, order="pre")
+        return out
+
+
+@dataclass
+class _Flight:
+    """The groups of one mechanism in flight: ``closed`` (oldest first) and the ``open`` one
+    (issued, not committed yet)."""
+
+    closed: list = field(default_factory=list)
+    open: set = field(default_factory=set)
+
+    def copy(self) -> "_Flight":
+        return _Flight([set(g) for g in self.closed], set(self.open))
+
+    def empty(self) -> bool:
+        return not self.open and not any(self.closed)
+
+    def map(self, fn) -> "_Flight":
+        return _Flight([{fn(r) for r in g} for g in self.closed], {fn(r) for r in self.open})
+
+    def widened(self) -> "_Flight":
+        """One group holding every region as a whole tile: waits at least as long."""
+        whole = {Region(r.tile) for g in self.closed for r in g}
+        return _Flight([whole] if whole else [], {Region(r.tile) for r in self.open})
+
+    def signature(self) -> tuple:
+        return (tuple(tuple(sorted(r.text() for r in g)) for g in self.closed),
+                tuple(sorted(r.text() for r in self.open)))
+
+
+def _merge(a: dict, b: dict) -> dict:
+    """The state after either of two paths: groups aligned from the newest."""
+    out = {}
+    for m in set(a) | set(b):
+        x, y = a.get(m, _Flight()), b.get(m, _Flight())
+        n = max(len(x.closed), len(y.closed))
+        xs = [set()] * (n - len(x.closed)) + x.closed
+        ys = [set()] * (n - len(y.closed)) + y.closed
+        out[m] = _Flight([p | q for p, q in zip(xs, ys)], x.open | y.open)
+    return out
+
+
+def _copy(state: dict) -> dict:
+    return {m: f.copy() for m, f in state.items()}
+
+
+def _signature(state: dict) -> tuple:
+    return tuple(sorted((m.value, f.signature()) for m, f in state.items() if not f.empty()))
+
+
+def _issues(node) -> bool:
+    """Whether ``node`` issues or commits async ops of a tracked mechanism."""
+    found = []
 
     def on_call(c):
         eff = effect_of(c)
-        if eff is None:
-            return
-        if _tracked(eff.completes_on):
-            keys, last = out.get(eff.completes_on, (set(), None))
-            for acc in eff.accesses:
-                keys.update(_buffers_in(c, acc))
-            out[eff.completes_on] = (keys, None)
-        elif eff.waits is not None and eff.pending_arg is not None and eff.waits in out:
-            keys, _ = out[eff.waits]
-            out[eff.waits] = (keys, int(c.args[eff.pending_arg].value))
+        if eff is not None and (_tracked(eff.completes_on) or _tracked(eff.commits)):
+            found.append(c)
 
-    tvm_ffi.structural_walk(stmt, (tvm.ir.Call, on_call))
-    return out
-
-
-def _buffers_in(call, access) -> set:
-    """Keys of the tiles whose addresses the access's arguments hold (also inside a descriptor
-    built from ``address_of(tile[...])``)."""
-    out = set()
-
-    def on_call(c):
-        if isinstance(c.op, tvm.ir.Op) and c.op.name == "tirx.address_of" and \
-                isinstance(c.args[0], tvm.ir.TensorLoad):
-            out.add(_key(c.args[0].source))
-
-    for i in access.args:
-        tvm_ffi.structural_walk(call.args[i], (tvm.ir.Call, on_call))
-    return out
-
-
-def _touched(stmt, mechanism) -> set:
-    """Buffers ``stmt`` accesses (or hands over) other than through async ops of
-    ``mechanism``."""
-    out = set()
-
-    def on_call(c):
-        eff = effect_of(c)
-        if eff is not None and eff.completes_on == mechanism:
-            return tvm_ffi.WalkResult.SKIP
-        if eff is not None:
-            for acc in eff.accesses:
-                out.update(_key(b) for b in accessed_buffers(c, acc))
-            out.update(_key(b) for b in released_buffers(c))
-        return None
-
-    def on_load(x):
-        out.add(_key(x.source))
-
-    def on_store(s):
-        out.add(_key(s.buffer))
-
-    tvm_ffi.structural_walk(stmt, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
-                                   (tirx.BufferStore, on_store)], order="pre")
-    return out
+    tvm_ffi.structural_walk(node, (tvm.ir.Call, on_call))
+    return bool(found)
 
 
 class _Waits:
-    """``pending``: mechanism -> keys of buffers in flight."""
+    def __init__(self, tiles: _Tiles):
+        self.tiles = tiles
 
-    def stmt(self, s, pending: dict):
+    def stmt(self, s, state: dict):
+        """(rewritten ``s``, the state after it)."""
         if isinstance(s, tirx.SeqStmt):
             out = []
             for x in s.seq:
-                y, pending = self.stmt(x, pending)
+                y, state = self.stmt(x, state)
                 out.append(y)
-            return tirx.SeqStmt(out), pending
+            return tirx.SeqStmt(out), state
         if isinstance(s, tirx.For) and _issues(s.body):
-            _, end = self.stmt(s.body, dict(pending))
-            merged = {m: pending.get(m, set()) | end.get(m, set()) for m in set(pending) | set(end)}
-            body, end = self.stmt(s.body, merged)
-            return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                             s.annotations, s.step), end)
+            return self.loop(s, state)
         if isinstance(s, tirx.AttrStmt) and _issues(s.body):
-            body, end = self.stmt(s.body, pending)
+            body, end = self.stmt(s.body, state)
             return tirx.AttrStmt(s.node, s.attr_key, s.value, body), end
         if isinstance(s, tirx.IfThenElse) and _issues(s):
-            pre, pending = self.wait_for(s.condition, pending)
-            then, p1 = self.stmt(s.then_case, pending)
-            els, p2 = (self.stmt(s.else_case, pending) if s.else_case is not None
-                       else (None, pending))
+            pre, state = self.wait_for(s.condition, state)
+            then, p1 = self.stmt(s.then_case, _copy(state))
+            els, p2 = (self.stmt(s.else_case, _copy(state)) if s.else_case is not None
+                       else (None, state))
             out = tirx.IfThenElse(s.condition, then, els)
-            merged = {m: p1.get(m, set()) | p2.get(m, set()) for m in set(p1) | set(p2)}
-            return (tirx.SeqStmt(pre + [out]) if pre else out), merged
-        # a leaf (or a compound statement without issues of its own): wait first if it uses
-        # what is in flight
-        pre, pending = self.wait_for(s, pending)
-        done = _completes_all(s)
-        if done is not None:
-            pending.pop(done, None)
-        for mech, (keys, last) in _issues(s).items():
-            if last is None or last > 0:
-                pending[mech] = pending.get(mech, set()) | keys
-            else:
-                pending.pop(mech, None)
-        return (tirx.SeqStmt(pre + [s]) if pre else s), pending
+            return (tirx.SeqStmt(pre + [out]) if pre else out), _merge(p1, p2)
+        # a leaf (or a compound statement without async ops of its own): wait first if it
+        # uses what is in flight, then apply its issues, commits and waits in program order
+        pre, state = self.wait_for(s, state)
+        return (tirx.SeqStmt(pre + [s]) if pre else s), self.apply(s, state)
 
-    @staticmethod
-    def wait_for(node, pending: dict):
-        """Waits (with pending 0) for the mechanisms whose in-flight buffers ``node`` uses."""
-        pre, pending = [], dict(pending)
-        for mech, keys in list(pending.items()):
-            if keys & _touched(node, mech):
-                w = _waiter(mech)
-                pre.append(tirx.Evaluate(tvm.ir.Call(w.op, [tirx.const(0, "int32")],
-                                                     ret_ty="int32")))
-                del pending[mech]
-        return pre, pending
+    def loop(self, s, state):
+        """A loop: its entry state is the state before it merged with the state at the end of
+        an iteration, seen from the next one (slot ``k`` becomes ``k - 1``), to a fixpoint;
+        widened (every group one, whole tiles) if it does not settle."""
+        v = s.loop_var
+        back = lambda st: {m: f.map(lambda r: r.shifted(v, v - 1))  # noqa: E731
+                           for m, f in st.items()}
+        entry = _copy(state)
+        for attempt in range(6):
+            body, end = self.stmt(s.body, _copy(entry))
+            nxt = _merge(state, back(end))
+            if attempt >= 3:
+                nxt = {m: f.widened() for m, f in nxt.items()}
+            if _signature(nxt) == _signature(entry):
+                break
+            entry = nxt
+        last = s.min + s.extent - 1
+        after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
+        return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                         s.annotations, s.step), _merge(state, after))
+
+    def apply(self, s, state: dict) -> dict:
+        """The state after the async ops, commits and waits of ``s``, in program order."""
+        state = _copy(state)
+
+        def on_call(c):
+            eff = effect_of(c)
+            if eff is None:
+                return None
+            if _tracked(eff.completes_on):
+                f = state.setdefault(eff.completes_on, _Flight())
+                for acc in eff.accesses:
+                    f.open |= self.tiles.addressed(c, acc.args)
+                return tvm_ffi.WalkResult.SKIP
+            if _tracked(eff.commits) and eff.commits in state:
+                f = state[eff.commits]
+                if f.open:
+                    f.closed.append(f.open)
+                    f.open = set()
+            if eff.waits is not None and eff.pending_arg is not None and eff.waits in state:
+                n = c.args[eff.pending_arg]
+                n = int(n.value) if isinstance(n, tirx.IntImm) else None
+                f = state[eff.waits]
+                if n is not None:
+                    f.closed = f.closed[len(f.closed) - n:] if n else []
+            return None
+
+        tvm_ffi.structural_walk(s, (tvm.ir.Call, on_call), order="pre")
+        return state
+
+    def wait_for(self, node, state: dict):
+        """Waits for the in-flight groups holding regions ``node`` uses: (waits, new state)."""
+        pre, state = [], _copy(state)
+        for mech, f in state.items():
+            if f.empty():
+                continue
+            used = self.tiles.touched(node, mech)
+            if not used:
+                continue
+            hits = lambda g: any(r.overlaps(u) for r in g for u in used)  # noqa: E731
+            if hits(f.open):
+                pending, f.closed, f.open = 0, [], set()
+            else:
+                newest = max((i for i, g in enumerate(f.closed) if hits(g)), default=None)
+                if newest is None:
+                    continue
+                pending = len(f.closed) - 1 - newest
+                f.closed = f.closed[newest + 1:]
+            w = _waiter(mech)
+            pre.append(tirx.Evaluate(tvm.ir.Call(w.op, [tirx.const(pending, "int32")],
+                                                 ret_ty="int32")))
+        return pre, state
 
 
 @function_pass("tl.InjectAsyncWaits")
 def InjectAsyncWaits(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    body, _ = _Waits().stmt(func.body, {})
+    body, _ = _Waits(_Tiles(func.body)).stmt(func.body, {})
     return func.with_body(body)

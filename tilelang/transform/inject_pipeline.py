@@ -37,11 +37,13 @@ from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
 from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
+from ..ops.gemm import Gemm
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from . import pipeline_schedule as schedule
 from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
+from .inject_async_waits import STAGED
 from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
@@ -273,19 +275,56 @@ class _Pipeline(StmtMutator):
         v, lo, trip = s.loop_var, s.min, s.extent
         k = tirx.Var(v.name, str(v.ty))
         slot = proto.slot(k)
+        deferred = False
         if role == "producer":
             body = proto.acquire(k, slot)
             for i in sched.producers:
                 st = substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k})
                 body.append(proto.producer(st, True, slot))
         else:
+            consumers = [stmts[i] for i in sched.order if not sched.is_producer(i)]
+            deferred = _defers_release(consumers)
+            if deferred:
+                consumers = [_gemm_in_flight(st) for st in consumers]
             body = proto.ready(k, slot)
-            for i in sched.order:
-                if not sched.is_producer(i):
-                    body.append(substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k}))
-            body += proto.release(k, slot)
+            body += [substitute(_stage_accesses(st, remap, slot), {v: lo + k})
+                     for st in consumers]
+            if deferred:  # hand back the previous iteration's slot, once this one's is issued
+                prev = k - 1
+                body.append(tirx.IfThenElse(k > 0, seq(proto.release(prev, proto.slot(prev))),
+                                            None))
+            else:
+                body += proto.release(k, slot)
         loop = tirx.For(k, tirx.const(0, "int32"), trip, tirx.ForKind.SERIAL, seq(body))
-        return seq(head + [loop] + proto.drain(trip))
+        tail = []
+        if deferred:
+            last = trip - 1
+            tail = [tirx.IfThenElse(trip > 0, seq(proto.release(last, proto.slot(last))), None)]
+        return seq(head + [loop] + tail + proto.drain(trip))
+
+
+def _defers_release(consumers) -> bool:
+    """Whether the consumers of a warp-specialized loop keep their wgmma group in flight into
+    the next iteration (handing each slot back one iteration later): they hold a ``T.gemm``
+    whose accumulator no other consumer statement touches (a GEMM main loop; attention reads
+    its scores and rescales its output every iteration, so it waits at once)."""
+    gemms = [decode(st) for st in consumers]
+    accs = {_key(R.buffer_of(op.C)) for op in gemms if isinstance(op, Gemm)}
+    if not accs:
+        return False
+    others = set().union(*[_buffers_used(st) for st, op in zip(consumers, gemms)
+                           if not isinstance(op, Gemm)])
+    others |= {_key(R.buffer_of(x)) for op in gemms if isinstance(op, Gemm) for x in (op.A, op.B)}
+    return not accs & others
+
+
+def _gemm_in_flight(stmt):
+    """A ``T.gemm`` that leaves its wgmma group in flight (``wg_wait`` at least 1): the waits
+    come where its results or operands are used (``InjectAsyncWaits``)."""
+    op = decode(stmt)
+    if isinstance(op, Gemm) and int(op.wg_wait) < 1:
+        return tirx.Evaluate(op.replace(wg_wait=1).to_call())
+    return stmt
 
 
 def _without(root, loop):
@@ -331,7 +370,9 @@ class _Restage(StmtMutator):
         hit = self.staged.get(_key(s.buffer))
         if hit is None:
             return s
-        return tirx.AllocBuffer(hit[1], annotations=s.annotations)
+        # the leading dimension is the ring slot (InjectAsyncWaits tells slots apart)
+        return tirx.AllocBuffer(hit[1], annotations={**s.annotations,
+                                                     STAGED: int(hit[1].shape[0])})
 
 
 @function_pass("tl.InjectSoftwarePipeline")

@@ -59,14 +59,15 @@ def after_commit(calls) -> list:
             for n, c in calls[i + 1:] if n != "wgmma_fence_operands"]
 
 
-@pytest.mark.parametrize("ws", [False, True])
 @pytest.mark.parametrize("wg_wait", [0, 1])
-def test_stage_released_after_the_wgmma_group_that_reads_it(wg_wait, ws):
+def test_stage_released_after_the_wgmma_group_that_reads_it(wg_wait):
+    """The mbarrier ring without warp specialization: the slot goes back to the producer (the
+    same threads) in its own iteration, after a wait that covers the group reading it."""
     f = lowered(matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256,
-                       wg_wait=wg_wait), **{"tl.disable_warp_specialized": not ws})
+                       wg_wait=wg_wait), **{"tl.disable_warp_specialized": True})
     calls = consumer_loop(f)
     tail = after_commit(calls)
-    print(f"wg_wait={wg_wait} ws={ws}: {tail}")
+    print(f"wg_wait={wg_wait}: {tail}")
     expected = ["wgmma_wait 0"] if wg_wait == 0 else ["wgmma_wait 1", "wgmma_wait 0"]
     assert tail[:len(expected)] == expected
     # the empty-barrier arrival comes after the covering wait, and hands over the stage's
@@ -76,6 +77,43 @@ def test_stage_released_after_the_wgmma_group_that_reads_it(wg_wait, ws):
     assert sorted(b.name for b in released_buffers(arrive)) == ["A_s", "B_s"]
     # one wait with pending 0 per iteration: the gemm's own (wg_wait=0) is not repeated
     assert [n for n, c in calls if n == "wgmma_wait" and int(c.args[0]) == 0] == ["wgmma_wait"]
+
+
+def _slot_of(call) -> str:
+    """The ring slot a release names (the leading index of its first tile)."""
+    return str(call.args[1].args[0].indices[0])
+
+
+@pytest.mark.parametrize("wg_wait", [0, 1])
+def test_warp_specialized_gemm_keeps_one_wgmma_group_in_flight(wg_wait):
+    """Warp specialization, a GEMM main loop: iteration k issues its wgmmas, waits until only
+    they are in flight (pending 1) and hands back slot k - 1 (not its own: its group still
+    reads it); after the loop everything completes and the last slot goes back."""
+    f = lowered(matmul(512, 512, 512, 128, 128, 64, num_stages=3, threads=256,
+                       wg_wait=wg_wait))
+    calls = consumer_loop(f)
+    tail = after_commit(calls)
+    assert tail == ["wgmma_wait 1", "mbarrier_arrive"], tail
+    (arrive,) = [c for n, c in calls if n == "mbarrier_arrive"]
+    assert "k - 1" in _slot_of(arrive)
+    # the loop starts with no wait: the previous iteration's group stays in flight across
+    # the full-barrier wait and the next wgmmas (into the same accumulator)
+    names = [n for n, _ in calls]
+    assert "wgmma_wait" not in names[:names.index("wgmma_ss")]
+    after = _device_calls(f.body)
+    waits = [int(c.args[0]) for c in after if c.op.name == "tl.device.wgmma_wait"]
+    assert waits[-1] == 0  # before the last slot's arrival and the epilogue
+
+
+def test_attention_waits_at_once():
+    """Attention reads its scores right after the gemm: no deferred release there, the slot of
+    iteration k goes back in iteration k."""
+    from programs import example
+
+    fa = example("flash_attention/example_mha_fwd.py")
+    f = lowered(fa.flashattn(1, 2, 256, 64, False, num_stages=2))
+    arrives = [c for c in _device_calls(f.body) if c.op.name == "tl.device.mbarrier_arrive"]
+    assert arrives and not any("- 1" in _slot_of(c) for c in arrives)
 
 
 @pytest.mark.parametrize("wg_wait", [0, 1])
