@@ -10,10 +10,10 @@ from tvm import tirx
 from tvm.target import Target
 
 from ..engine.target import is_cpu
-from ..errors import OutOfBoundsError
 from ..transform import check_bounds  # noqa: F401  (registers the kernels' error callback)
 from ..transform.passes import original_errors
 from . import torch_op
+from .launcher import make_launcher
 from .params import ArgumentBinder, TensorParam, params_of
 
 
@@ -51,21 +51,13 @@ class JITKernel:
         self._fn = rt_mod[self.name]
         device = "cpu" if is_cpu(target) else "cuda"
         self._binder = ArgumentBinder(self.name, self.params, out_idx, device)
+        self._launch = make_launcher(self._binder)
         self.torch_op_name = torch_op.new_name(self)  # the operator itself is made on first use
 
     def __call__(self, *args: Any):
         if torch.compiler.is_compiling():  # traced by torch.compile: one custom-op node
             return torch_op.call(self, args)
-        full, outs, was_numpy = self._binder.bind(args)
-        try:
-            self._fn(*full)
-        except OutOfBoundsError as err:  # raised inside the kernel (CPU bounds checks)
-            raise OutOfBoundsError(str(err)) from None
-        if was_numpy:
-            outs = [o.numpy() for o in outs]
-        if not outs:
-            return None
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return self._launch(self._fn, args)
 
     # sources -------------------------------------------------------------------------
     def get_kernel_source(self) -> str:

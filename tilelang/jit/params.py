@@ -63,10 +63,11 @@ def fmt(shape: Sequence) -> str:
 
 
 def _expectation(k: int, param) -> tuple:
-    """What a call's fast path compares the ``k``-th input against, computed once per kernel:
-    ``(k, is_tensor, torch dtype, static shape, scalar kind, low, high, param)``.  An argument
-    the fast path does not accept takes the full check, which raises the precise error (or
-    accepts what the fast path leaves to it: numpy arrays, numpy scalars, ...)."""
+    """What a call's fast path (``tilelang/jit/launcher.py``) compares the ``k``-th input
+    against, computed once per kernel: ``(k, is_tensor, torch dtype, static shape, scalar kind,
+    low, high, param)``.  An argument the fast path does not accept takes the full check
+    (``ArgumentBinder.bind``), which raises the precise error (or accepts what the fast path
+    leaves to it: numpy arrays, numpy scalars, ...)."""
     if isinstance(param, TensorParam):
         shape = None  # no torch.Size equals None: size variables always take the full check
         if all(isinstance(s, int) for s in param.shape) and \
@@ -91,9 +92,10 @@ def _expectation(k: int, param) -> tuple:
 class ArgumentBinder:
     """Checks the inputs of a call, binds size variables, allocates the outputs.
 
-    Every check (type, dtype, rank, shape, size-variable agreement and range, element count,
-    device, contiguity, scalar ranges) runs on every call; what each parameter expects is
-    computed once here, so that a call which passes them costs a few comparisons per argument.
+    ``bind`` runs every check (type, dtype, rank, shape, size-variable agreement and range,
+    element count, device, contiguity, scalar ranges); what each parameter expects is computed
+    once here, for the launcher that accepts a call passing them in a few comparisons per
+    argument and hands any other call to ``bind``.
     """
 
     def __init__(self, kernel_name: str, params: list, out_idx: list[int], device_type: str):
@@ -141,17 +143,15 @@ class ArgumentBinder:
         was_numpy = False
         cuda = self._cuda
         index = None  # the device index (get_device()) of the tensors seen so far
-        for (k, tensor, dtype, shape, kind, lo, hi, p), a in zip(self._plan, args):
+        for (k, tensor, _dtype, _shape, _kind, _lo, _hi, p), a in zip(self._plan, args):
             if tensor:
-                if not (isinstance(a, _Tensor) and a.dtype is dtype and a.shape == shape
-                        and (a.is_cuda if cuda else a.is_cpu) and a.is_contiguous()):
-                    if isinstance(a, np.ndarray):
-                        was_numpy = True
-                        a = self._numpy(p, a)
-                        if values is None:
-                            values = list(args)
-                        values[k] = a
-                    self._check_tensor(p, a, sizes)
+                if isinstance(a, np.ndarray):
+                    was_numpy = True
+                    a = self._numpy(p, a)
+                    if values is None:
+                        values = list(args)
+                    values[k] = a
+                self._check_tensor(p, a, sizes)
                 if cuda:
                     d = a.get_device()
                     if index is None:
@@ -162,13 +162,9 @@ class ArgumentBinder:
                             f"earlier arguments are on cuda:{index}; all tensors must be on one "
                             "device")
                 continue
-            t = type(a)
-            if not ((t is int and kind == "int" and lo <= a <= hi and a < _INT64_LIMIT)
-                    or (t is float and kind == "float" and lo <= a <= hi)
-                    or (t is bool and kind == "bool")):
-                if values is None:
-                    values = list(args)
-                values[k] = self._scalar(p, a)
+            if values is None:
+                values = list(args)
+            values[k] = self._scalar(p, a)
         full = list(args) if values is None else values
         outs = []
         device = self._device(index)
@@ -295,10 +291,6 @@ class ArgumentBinder:
         if not t.is_contiguous():
             raise KernelArgumentError(f"{name}: parameter {p.name!r} must be contiguous "
                                       f"(row-major); got strides {t.stride()}; call .contiguous()")
-
-
-_Tensor = torch.Tensor
-_INT64_LIMIT = 2**63  # the packed API carries integers as int64 (see ``_scalar``)
 
 
 def _product(shape: Sequence[int]) -> int:

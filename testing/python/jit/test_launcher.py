@@ -1,0 +1,143 @@
+"""The call path of a kernel (``tilelang/jit/launcher.py``): what is decided once per kernel or
+per signature is not decided again on each call, and every check still applies."""
+
+import sys
+import threading
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+from tilelang.errors import KernelArgumentError
+
+
+def add(shape, dtype="float32"):
+    @T.prim_func
+    def main(A: T.Tensor(shape, dtype), B: T.Tensor(shape, dtype), C: T.Tensor(shape, dtype)):
+        with T.Kernel(1, threads=32) as _:
+            for i, j in T.Parallel(shape[0], shape[1]):
+                C[i, j] = A[i, j] + B[i, j]
+
+    return main
+
+
+def add_dynamic():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),
+             C: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    C[bx * 32 + i] = A[bx * 32 + i] + B[bx * 32 + i]
+
+    return main
+
+
+def count_binds(kernel) -> list:
+    """Make ``kernel`` record each call that goes through its full argument checks."""
+    calls = []
+    bind = kernel._binder.bind
+
+    def counting(args):
+        calls.append(tuple(getattr(a, "shape", a) for a in args))
+        return bind(args)
+
+    kernel._binder.bind = counting
+    return calls
+
+
+def test_a_good_call_skips_the_full_checks():
+    k = tilelang.compile(add((4, 8)), out_idx=[2], target="cpu")
+    calls = count_binds(k)
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    for _ in range(3):
+        torch.testing.assert_close(k(a, b), a + b)
+    assert calls == []
+    with pytest.raises(KernelArgumentError, match="parameter 'B' expects dtype float32"):
+        k(a, b.double())
+    assert len(calls) == 1
+
+
+def test_size_variables_are_checked_once_per_signature():
+    k = tilelang.compile(add_dynamic(), out_idx=[2], target="cpu")
+    calls = count_binds(k)
+    for n, binds in [(8, 1), (8, 1), (40, 2), (40, 2), (8, 3)]:
+        a, b = torch.randn(n), torch.randn(n)
+        c = k(a, b)
+        assert c.shape == (n,)
+        torch.testing.assert_close(c, a + b)
+        assert len(calls) == binds
+    # each shape was seen before, but not together: n is bound twice
+    with pytest.raises(KernelArgumentError, match="earlier argument bound n = 8"):
+        k(torch.randn(8), torch.randn(40))
+    a = torch.randn(8)
+    with pytest.raises(KernelArgumentError, match="parameter 'B' must be contiguous"):
+        k(a, torch.randn(16)[::2])
+    with pytest.raises(KernelArgumentError, match="parameter 'A' expects dtype float32"):
+        k(a.half(), a)
+
+
+def test_outputs_are_row_major_whatever_the_inputs_strides():
+    """A contiguous input may carry any stride in a dimension of size 1; the output that has its
+    shape is still allocated with row-major strides."""
+    k = tilelang.compile(add((1, 8)), out_idx=[2], target="cpu")
+    a = torch.empty_strided((1, 8), (100, 1)).copy_(torch.randn(1, 8))
+    b = torch.randn(1, 8)
+    c = k(a, b)
+    assert c.stride() == (8, 1)
+    torch.testing.assert_close(c, a + b)
+    n = tilelang.compile(add_dynamic(), out_idx=[2], target="cpu")
+    x = torch.empty_strided((1,), (5,)).fill_(1.0)
+    for _ in range(2):  # the second call takes the signature the first validated
+        y = n(x, x)
+        assert y.stride() == (1,) and y.item() == 2.0
+
+
+def test_concurrent_calls_with_different_sizes():
+    """Threads calling one kernel with different sizes each get outputs of their own size."""
+    k = tilelang.compile(add_dynamic(), out_idx=[2], target="cpu")
+    errors = []
+
+    def work(n):
+        a = torch.randn(n)
+        try:
+            for _ in range(300):
+                c = k(a, a)
+                if c.shape != (n,):
+                    errors.append((n, tuple(c.shape)))
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            errors.append(err)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(n,)) for n in (8, 40, 72)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert errors == []
+
+
+@pytest.mark.gpu
+def test_cuda_good_call_skips_the_full_checks():
+    k = tilelang.compile(add((4, 8)), out_idx=[2], target="cuda")
+    calls = count_binds(k)
+    a, b = torch.randn(4, 8, device="cuda"), torch.randn(4, 8, device="cuda")
+    for _ in range(3):
+        c = k(a, b)
+        assert c.device == a.device
+        torch.testing.assert_close(c, a + b)
+    assert calls == []
+    with pytest.raises(KernelArgumentError, match="parameter 'B' must be on the cuda device"):
+        k(a, b.cpu())
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # the kernel runs on the current stream
+        c = k(a, b)
+    s.synchronize()
+    torch.testing.assert_close(c, a + b)

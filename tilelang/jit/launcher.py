@@ -1,0 +1,161 @@
+"""A kernel's call path: a Python function generated once per kernel that accepts the common call
+in a few comparisons per argument, and hands every other call to :class:`ArgumentBinder`.
+
+The generated ``launch(fn, args)`` unrolls, for each input, the test the call must pass: a
+tensor of the parameter's torch dtype, of the signature's shape, on the kernel's device type and
+contiguous (all on one CUDA device); a Python scalar of the parameter's kind within its range.
+The signature holds the static shapes; for a kernel with size variables it is the last one the
+binder validated (with the output shapes bound from it), replaced as one tuple so that a
+concurrent call never pairs input shapes with another signature's output shapes.  When every
+test passes, the outputs are allocated and ``fn`` is called; otherwise the binder runs all
+checks and raises the precise ``KernelArgumentError`` (or converts what it accepts: numpy
+arrays, numpy scalars, one-element tensors for scalars, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..errors import OutOfBoundsError
+from .params import ArgumentBinder
+
+_INT64_MAX = 2**63 - 1  # the packed API carries integers as int64
+
+
+class _Devices(dict):
+    """``get_device()`` index -> the ``torch.device`` outputs are allocated on."""
+
+    def __init__(self, device_type: str):
+        super().__init__()
+        self.device_type = device_type
+
+    def __missing__(self, index: int) -> torch.device:
+        device = torch.device(self.device_type, index)
+        self[index] = device
+        return device
+
+
+def _result(outs: list, was_numpy: bool = False) -> Any:
+    """What a call returns: None, the one output, or a tuple of them."""
+    if was_numpy:
+        outs = [o.numpy() for o in outs]
+    if not outs:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _like_source(plan: list, output: tuple) -> tuple[int, bool] | None:
+    """An input tensor ``k`` of the output's dtype and shape (the same constants and size
+    variables) whose ``empty_like`` is the output, and whether it gives row-major strides by
+    itself: it copies the strides of a contiguous input, which are the row-major ones unless a
+    size is 0 or 1 (then ``memory_format=torch.contiguous_format`` is needed)."""
+    dtype, shape, _static = output
+    for (k, tensor, in_dtype, _s, _kind, _lo, _hi, p) in plan:
+        if tensor and in_dtype is dtype and list(p.shape) == list(shape):
+            exact = all(isinstance(s, int) and s > 1 for s in shape)
+            return k, exact
+    return None
+
+
+def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
+    """``launch(fn, args)``: check ``args`` as ``binder`` would, allocate the outputs, call
+    ``fn`` with all arguments in parameter order, and return the outputs."""
+    plan = binder._plan
+    n_in = len(plan)
+    cuda = binder.device_type == "cuda"
+    tensors = [k for (k, tensor, *_rest) in plan if tensor]
+    dynamic = any(expect[3] is None for expect in plan if expect[1]) or \
+        any(not static for (_d, _s, static) in binder._outputs)
+    ns: dict[str, Any] = {"Tensor": torch.Tensor, "empty": torch.empty,
+                          "empty_like": torch.empty_like, "contiguous": torch.contiguous_format,
+                          "OutOfBoundsError": OutOfBoundsError, "devices": _Devices(binder.device_type)}
+    # the signature: the shape of each input tensor (by input position; None for scalars and for
+    # sizes not yet seen), then the shape of each output
+    initial = tuple(expect[3] if expect[1] else None for expect in plan) + \
+        tuple(shape if static else None for (_d, shape, static) in binder._outputs)
+    state = [initial]
+    ns["state"] = state
+
+    tests = []
+    for (k, tensor, dtype, _shape, kind, lo, hi, _p) in plan:
+        a = f"a{k}"
+        if tensor:
+            ns[f"dt{k}"] = dtype
+            where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
+            tests.append(f"isinstance({a}, Tensor) and {a}.dtype is dt{k} and "
+                         f"{a}.shape == sig[{k}] and {where} and {a}.is_contiguous()")
+        elif kind == "bool":
+            tests.append(f"type({a}) is bool")
+        elif kind in ("int", "float"):
+            ns[f"lo{k}"], ns[f"hi{k}"] = lo, (min(hi, _INT64_MAX) if kind == "int" else hi)
+            tests.append(f"type({a}) is {kind} and lo{k} <= {a} <= hi{k}")
+        else:  # no range known: the binder decides
+            tests.append("False")
+    outs = []
+    for j, (dtype, _shape, _static) in enumerate(binder._outputs):
+        ns[f"odt{j}"] = dtype
+        outs.append(f"o{j}")
+    order = [f"a{k}" for k in range(n_in)]
+    for pos, j in binder._insert:
+        order.insert(pos, f"o{j}")
+
+    lines = ["def launch(fn, args):"]
+    lines.append(f"    if len(args) == {n_in}:")
+    if n_in:
+        lines.append(f"        {', '.join(f'a{k}' for k in range(n_in))}, = args")
+    lines.append("        sig = state[0]")
+    lines.append("        if (" + "\n                and ".join(tests or ["True"]) + "):")
+    body = "            "
+    if cuda and tensors:
+        first = tensors[0]
+        lines.append(f"{body}dev = a{first}.get_device()")
+        same = [f"a{k}.get_device() == dev" for k in tensors[1:]]
+        if same:
+            lines.append(f"{body}if {' and '.join(same)}:")
+            body += "    "
+        device = "devices[dev]"
+    else:
+        ns["device"] = torch.device(binder.device_type)
+        device = "device"
+    for j in range(len(outs)):
+        alloc = f"empty(*sig[{n_in + j}], dtype=odt{j}, device={device})"
+        like = _like_source(plan, binder._outputs[j])
+        if like is not None:  # cheaper: no shape, dtype or device to parse
+            k, exact = like
+            keep = "" if exact else ", memory_format=contiguous"
+            alloc = f"(empty_like(a{k}{keep}) if type(a{k}) is Tensor else {alloc})"
+        lines.append(f"{body}o{j} = {alloc}")
+    lines.append(f"{body}try:")
+    lines.append(f"{body}    fn({', '.join(order)})")
+    lines.append(f"{body}except OutOfBoundsError as err:  # raised inside the kernel")
+    lines.append(f"{body}    raise OutOfBoundsError(str(err)) from None")
+    ret = "None" if not outs else outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
+    lines.append(f"{body}return {ret}")
+    lines.append("    return checked(fn, args)")
+
+    def checked(fn: Callable, args: tuple) -> Any:
+        """The call through the binder: every check, then (for size variables) the signature
+        this call validated becomes the one the fast path compares against."""
+        full, outs_, was_numpy = binder.bind(args)
+        if dynamic:
+            sig = tuple(tuple(full_arg.shape) if expect[1] else None
+                        for expect, full_arg in zip(plan, (full[i] for i in binder.inputs))) + \
+                tuple(tuple(o.shape) for o in outs_)
+            state[0] = sig
+        try:
+            fn(*full)
+        except OutOfBoundsError as err:
+            raise OutOfBoundsError(str(err)) from None
+        return _result(outs_, was_numpy)
+
+    ns["checked"] = checked
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<tilelang launcher {binder.kernel_name}>", "exec"), ns)
+    launch = ns["launch"]
+    launch.source = source
+    return launch
+
+
+__all__ = ["make_launcher"]
