@@ -304,6 +304,24 @@ def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str 
     return Fragment.from_factors(shape, dims, replicas, name=name or "elementwise")
 
 
+def replicated(shape: Sequence[int], num_threads: int, name: str = "replicated") -> Fragment:
+    """Every thread holds the whole tile: all elements are registers (row-major), and the
+    ``num_threads`` threads are replicas.  The layout of a small fragment read in scalar code
+    (``if mask[k]: ...`` outside ``T.Parallel``), which every thread must be able to read."""
+    shape = [int(s) for s in shape]
+    dims, stride = [None] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        dims[d] = [Factor(d, max(1, shape[d]), REG, stride)]
+        stride *= max(1, shape[d])
+    replicas = [Factor(-1, num_threads, THREAD, 1)] if num_threads > 1 else []
+    return Fragment.from_factors(shape, dims, replicas, name=name)
+
+
+def is_replicated(f: Fragment) -> bool:
+    """Whether every thread of the layout holds every element (no thread digit in any dim)."""
+    return f.dims is not None and all(x.kind == REG for fs in f.dims for x in fs)
+
+
 def _pow2_ceil(n: int) -> int:
     p = 1
     while p < n:
@@ -387,6 +405,48 @@ def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
     return bool(np.all((owner == mine) | ~valid))
 
 
+def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
+    """Whether a ``T.Parallel`` loop partitioned by ``loop`` that writes ``frag`` at
+    ``index_fn(idx)`` has every thread holding a copy of a written element write it (so the
+    copies of a replicated fragment stay equal)."""
+    tx = np.arange(loop.num_threads)[:, None]
+    r = np.arange(loop.num_regs)[None, :]
+    shape = np.broadcast(tx, r).shape
+    idx = [np.broadcast_to(i, shape) for i in _np_inverse(loop, tx, r)]
+    valid = np.ones(shape, dtype=bool)
+    for d, s in enumerate(loop.shape):
+        valid &= idx[d] < s
+    tgt = index_fn(idx)
+    if tgt is None:
+        return True
+    tgt = [np.broadcast_to(np.asarray(t), shape) for t in tgt]
+    for d, s in enumerate(frag.shape):
+        valid &= (tgt[d] >= 0) & (tgt[d] < s)
+    flat = np.zeros(shape, dtype=np.int64)
+    for d, s in enumerate(frag.shape):
+        flat = flat * s + np.clip(tgt[d], 0, s - 1)
+    nthreads = max(loop.num_threads, frag.num_threads)
+    written = np.zeros((nthreads, int(np.prod(frag.shape))), dtype=bool)
+    rows = np.broadcast_to(tx, shape)
+    written[rows[valid], flat[valid]] = True
+    elems = np.unique(flat[valid])
+    # the holders of element e: the threads whose non-replica digits equal its owner
+    grids = np.unravel_index(elems, frag.shape)
+    owner = np.zeros(len(elems), dtype=np.int64)
+    for d, fs in enumerate(frag.dims):
+        inner = 1
+        for x in reversed(fs):
+            if x.kind == THREAD:
+                owner += ((grids[d] // inner) % x.extent) * x.stride
+            inner *= x.extent
+    t = np.arange(frag.num_threads)
+    base = t.copy()
+    for x in frag.replicas:
+        base -= ((t // x.stride) % x.extent) * x.stride
+    holders = base[:, None] == owner[None, :]
+    return bool(np.all(written[:frag.num_threads][:, elems] | ~holders))
+
+
 def _np_inverse(f: Fragment, tx, r) -> list:
     out = []
     for fs in f.dims:
@@ -400,5 +460,5 @@ def _np_inverse(f: Fragment, tx, r) -> list:
 
 
 __all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "wgmma_accumulator",
-           "wgmma_operand_a", "check_ownership",
+           "wgmma_operand_a", "check_ownership", "check_replicas_written", "replicated", "is_replicated",
            "THREAD", "REG"]

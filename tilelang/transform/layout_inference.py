@@ -26,7 +26,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
-from ..layout.fragment import REG, Factor, Fragment, elementwise
+from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
 from ..ir_utils import StmtMutator, peel_parallel
 from ..ops import decode
 from ..ops import region as R
@@ -66,6 +66,7 @@ class _Loop:
     extents: list
     accesses: list  # (buffer, indices)
     inner: set = field(default_factory=set)  # handles of the loop vars nested in the body
+    stored: set = field(default_factory=set)  # keys of the fragments the body writes
 
 
 class _State:
@@ -183,34 +184,66 @@ class _Collect:
         self.loops: list[_Loop] = []
         self.fragments: list = []
         self.shared: list = []
+        self.scalar_reads: dict = {}  # key -> (fragment, indices) read in scalar code
 
     def run(self, body):
-        self._visit(body, in_parallel=False)
+        self._visit(body)
 
-    def _visit(self, s, in_parallel):
+    def _scalar(self, *exprs):
+        """Fragment elements read by scalar code (outside T.Parallel) whose value every
+        thread needs: conditions, loop bounds, per-thread variables, indices."""
+        for e in exprs:
+            if e is None:
+                continue
+            for buf, idx in fragment_accesses(e):
+                self.scalar_reads.setdefault(key(buf), (buf, idx))
+
+    def _visit(self, s):
         if isinstance(s, tirx.SeqStmt):
             for x in s.seq:
-                self._visit(x, in_parallel)
+                self._visit(x)
         elif isinstance(s, tirx.For):
-            if s.kind == tirx.ForKind.PARALLEL and not in_parallel:
+            if s.kind == tirx.ForKind.PARALLEL:
                 vars_, exts, body = peel_parallel(s)
                 inner = set()
                 tvm_ffi.structural_walk(body, (tirx.For, lambda f: inner.add(key(f.loop_var))))
-                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body), inner))
+                stored = set()
+                tvm_ffi.structural_walk(body, (tirx.BufferStore, lambda x: stored.add(
+                    key(x.buffer))))
+                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body), inner, stored))
                 return
-            self._visit(s.body, in_parallel)
-        elif isinstance(s, (tirx.AttrStmt, tirx.While)):
-            self._visit(s.body, in_parallel)
+            self._scalar(s.min, s.extent)
+            self._visit(s.body)
+        elif isinstance(s, tirx.While):
+            self._scalar(s.condition)
+            self._visit(s.body)
+        elif isinstance(s, tirx.AttrStmt):
+            self._visit(s.body)
+        elif isinstance(s, tirx.LetStmt):
+            self._scalar(s.value)
+            self._visit(s.body)
+        elif isinstance(s, tirx.Bind):
+            self._scalar(s.value)
         elif isinstance(s, tirx.IfThenElse):
-            self._visit(s.then_case, in_parallel)
+            self._scalar(s.condition)
+            self._visit(s.then_case)
             if s.else_case is not None:
-                self._visit(s.else_case, in_parallel)
+                self._visit(s.else_case)
+        elif isinstance(s, tirx.BufferStore):
+            self._scalar(*s.indices)  # a fragment element as an index
+            if s.buffer.scope() in ("local", "local.var"):
+                self._scalar(s.value)
+            else:
+                tvm_ffi.structural_walk(s.value, (tvm.ir.TensorLoad, lambda x: self._scalar(
+                    *x.indices)))
         elif isinstance(s, tirx.AllocBuffer):
             if is_fragment(s.buffer):
                 if not all(isinstance(x, tirx.IntImm) for x in s.buffer.shape):
                     raise LoweringError(f"fragment {s.buffer.name} has shape "
                                         f"{list(s.buffer.shape)}; on CUDA fragments need "
-                                        "constant shapes")
+                                        "constant shapes (sizes known when the kernel is "
+                                        "compiled: Python ints or jit parameters, not "
+                                        "T.dynamic / T.symbolic sizes)")
                 self.fragments.append(s.buffer)
             elif s.buffer.scope() in SHARED:
                 self.shared.append(s.buffer)
@@ -232,6 +265,11 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
         if recorded is not None:
             st.recorded[key(stmt)] = recorded
     swizzle = st.resolve_shared()
+    # a fragment that scalar code reads is held whole by every thread (unless an op fixed it)
+    for buf, idx in col.scalar_reads.values():
+        if st.layout(buf) is None:
+            st.demand(buf, replicated([int(x) for x in buf.shape], num_threads),
+                      f"the read of {buf.name}[{', '.join(map(str, idx))}] outside T.Parallel")
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
     while True:
@@ -286,14 +324,21 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
 
 
 def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment | None:
-    """A fragment's layout read off a loop access: its indices are loop vars in order, or 0 at
-    the fragment's unit dims (``s[i, 0]`` of a ``(bM, 1)`` tile); the loop dims it does not use
-    are reduced away (their threads become replicas)."""
+    """A fragment's layout read off a loop access.  Its indices are loop vars (in order), or
+    are fixed for a thread's iteration: a constant, or a serial loop nested in the body
+    (``a[k, i]`` with ``for k in T.serial(n)`` inside).  The loop dims it does not use are
+    reduced away (their threads become replicas); a fixed dim is held whole in registers by
+    each thread, which then has every element its iterations read."""
     shape = [int(s) for s in buf.shape]
-    var_idx = [e for e in idx if not isinstance(e, tirx.IntImm)]
-    units = [d for d, e in enumerate(idx) if isinstance(e, tirx.IntImm)]
-    if any(int(idx[d]) != 0 or shape[d] != 1 for d in units):
-        return None
+    keys = [key(v) for v in lp.vars]
+    var_idx, held = [], {}
+    for d, e in enumerate(idx):
+        if isinstance(e, tvm.ir.Var) and key(e) in keys:
+            var_idx.append(e)
+        elif isinstance(e, tirx.IntImm) or (isinstance(e, tvm.ir.Var) and key(e) in lp.inner):
+            held[d] = shape[d]
+        else:
+            return None
     pos = _as_loop_vars(var_idx, lp.vars)
     if pos is None:
         return None
@@ -301,18 +346,21 @@ def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment 
     for d in reversed(range(len(lp.vars))):
         if d not in pos:
             lay = lay.reduce(d)
-    if units:
-        lay = _insert_unit_dims(lay, units)
+    if held:
+        lay = _insert_register_dims(lay, held)
     return lay if list(lay.shape) == shape else None
 
 
-def _insert_unit_dims(lay: Fragment, units: list[int]) -> Fragment:
-    """``lay`` with unit dims inserted so that they stand at positions ``units``."""
+def _insert_register_dims(lay: Fragment, held: dict) -> Fragment:
+    """``lay`` with dims inserted at the positions of ``held`` (position -> extent), each held
+    whole in registers by every thread (register strides above the existing ones)."""
     dims, shape, src = [], [], iter(range(len(lay.shape)))
-    for k in range(len(lay.shape) + len(units)):
-        if k in units:
-            dims.append([Factor(k, 1, REG, 1)])
-            shape.append(1)
+    stride = lay.num_regs
+    for k in range(len(lay.shape) + len(held)):
+        if k in held:
+            dims.append([Factor(k, held[k], REG, stride if held[k] > 1 else 1)])
+            shape.append(held[k])
+            stride *= held[k]
         else:
             d = next(src)
             dims.append([Factor(k, x.extent, x.kind, x.stride) for x in lay.dims[d]])
@@ -328,7 +376,11 @@ def _propagate(col: _Collect, st: _State) -> None:
         lk = key(lp.node.loop_var)
         extents = [R.as_int(e) for e in lp.extents]
         if lk not in st.loops:
-            for buf, idx in lp.accesses:
+            # a loop that writes a replicated fragment runs on every thread that holds it
+            # (each writes its own copy), so such a fragment decides the loop's layout first
+            first = [a for a in lp.accesses if key(a[0]) in lp.stored and
+                     st.layout(a[0]) is not None and st.layout(a[0]).replicas]
+            for buf, idx in first + lp.accesses:
                 lay = st.layout(buf)
                 if lay is None:
                     continue

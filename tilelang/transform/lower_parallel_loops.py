@@ -28,7 +28,7 @@ from ..device.thread_group import ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
-from ..layout.fragment import REG, Fragment, check_ownership
+from ..layout.fragment import REG, Fragment, check_ownership, check_replicas_written, is_replicated
 from ..ir_utils import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, key
 from .np_eval import NotEvaluable, np_eval
@@ -126,6 +126,13 @@ class _Kernel(StmtMutator):
 
         inner = _inner_loops(body)
 
+        def on_store(st):
+            if key(st.buffer) in self.frags and self.frags[key(st.buffer)][1].replicas:
+                b, lay, _ = self.frags[key(st.buffer)]
+                self.check(b, lay, list(st.indices), loop_vars, loop_lay, inner, write=True)
+
+        tvm_ffi.structural_walk(body, (tirx.BufferStore, on_store))
+
         def reg_of(buf, indices):
             b, lay, local = self.frags[key(buf)]
             self.check(b, lay, indices, loop_vars, loop_lay, inner)
@@ -140,9 +147,10 @@ class _Kernel(StmtMutator):
 
         return _rewrite_fragments(body, self.frags, reg_of)
 
-    def check(self, buf, lay, indices, loop_vars, loop_lay, inner=()):
+    def check(self, buf, lay, indices, loop_vars, loop_lay, inner=(), write=False):
         """Every (thread, register) of the loop, and every value of the serial loops nested in
-        its body, must find the element in the computing thread."""
+        its body, must find the element in the computing thread; a ``write`` must also be
+        made by every thread that holds a copy of the element (each updates its own)."""
         shown = ", ".join(str(e) for e in indices)
         used = [(v, lo, n) for v, lo, n in inner if any(uses_var(e, v) for e in indices)]
         combos = 1
@@ -168,6 +176,12 @@ class _Kernel(StmtMutator):
                         "in shared memory for other access patterns)") from None
 
             ok = ok and check_ownership(loop_lay, lay, index_fn)
+            if ok and write and not check_replicas_written(loop_lay, lay, index_fn):
+                raise LoweringError(
+                    f"fragment {buf.name}[{shown}] is written in a T.Parallel loop whose "
+                    f"layout {loop_lay} leaves some of the threads holding a copy of the "
+                    f"element (fragment layout {lay}) without the new value; write it in a "
+                    "loop of its own")
         if not ok:
             raise LoweringError(
                 f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop whose "
@@ -275,6 +289,7 @@ class _OwnerGuard(StmtMutator):
     def visit_For(self, s):
         if PARTITIONED in s.annotations:
             return s  # already per thread
+        self.scalar_reads(f"the bounds of loop {s.loop_var.name}", s.min, s.extent)
         return self.generic(s)
 
     def reads(self, node) -> list:
@@ -296,8 +311,16 @@ class _OwnerGuard(StmtMutator):
         return out
 
     def owner_guard(self, what: str, accesses: list, writes_shared_memory: bool):
+        """The condition under which the statement runs: on the threads that hold its
+        fragment elements (replicated fragments, held by every thread, constrain nothing),
+        one copy of them when it writes memory other threads see."""
         a = Analyzer()
-        (b0, i0), rest = accesses[0], accesses[1:]
+        owned = [(b, i) for b, i in accesses if not is_replicated(self.frags[key(b)][1])]
+        if not owned:
+            lay = self.frags[key(accesses[0][0])][1]
+            return [a.simplify(lay.replica_index(self.tx) == 0)] \
+                if writes_shared_memory and lay.replicas else []
+        (b0, i0), rest = owned[0], owned[1:]
         lay0 = self.frags[key(b0)][1]
         t0 = lay0.forward(i0)[0]
         for b, i in rest:
@@ -315,19 +338,27 @@ class _OwnerGuard(StmtMutator):
             conds.append(a.simplify(lay0.replica_index(self.tx) == 0))
         return conds
 
+    def scalar_reads(self, what: str, *nodes) -> None:
+        """Scalar code every thread runs (a condition, a loop bound, a per-thread variable)
+        may read only fragments every thread holds whole."""
+        for b, i in [x for n in nodes for x in self.reads(n)]:
+            if not is_replicated(self.frags[key(b)][1]):
+                raise LoweringError(
+                    f"{what} outside T.Parallel reads fragment element "
+                    f"{b.name}[{', '.join(map(str, i))}], which only its owner thread holds "
+                    f"({b.name} has layout {self.frags[key(b)][1]}, fixed by another use; read "
+                    "it into a shared buffer, or compute inside T.Parallel)")
+
     def visit_BufferStore(self, s):
-        acc = self.reads(s.value)
         target_is_frag = key(s.buffer) in self.frags
+        if not target_is_frag and s.buffer.scope() in ("local", "local.var"):
+            self.scalar_reads(f"the store to the per-thread variable {s.buffer.name}", s)
+            return s
+        acc = self.reads(s.value)
         if target_is_frag:
             acc.insert(0, (s.buffer, list(s.indices)))
         if not acc:
             return s
-        if not target_is_frag and s.buffer.scope() in ("local", "local.var"):
-            b, i = acc[0]
-            raise LoweringError(
-                f"{s.buffer.name} = ... {b.name}[{', '.join(map(str, i))}] outside T.Parallel: "
-                "a per-thread variable would get the fragment element in its owner thread only; "
-                "read it into a shared buffer (or compute inside T.Parallel)")
         return _guarded(self.owner_guard(f"the store to {s.buffer.name}", acc,
                                          not target_is_frag), s)
 
@@ -338,12 +369,11 @@ class _OwnerGuard(StmtMutator):
         return _guarded(self.owner_guard("a call", acc, True), s)
 
     def visit_IfThenElse(self, s):
-        acc = self.reads(s.condition)
-        if acc:
-            b, i = acc[0]
-            raise LoweringError(
-                f"the condition `{s.condition}` outside T.Parallel reads fragment element "
-                f"{b.name}[{', '.join(map(str, i))}], which only its owner thread holds")
+        self.scalar_reads(f"the condition `{s.condition}`", s.condition)
+        return self.generic(s)
+
+    def visit_While(self, s):
+        self.scalar_reads(f"the condition `{s.condition}`", s.condition)
         return self.generic(s)
 
 

@@ -318,14 +318,19 @@ def test_block_level_mixed_owners_and_conditions_are_rejected():
     with pytest.raises(LoweringError, match="held by different threads"):
         tilelang.lower(mixed, target="cuda -arch=sm_80")
 
+    from tilelang.layout.fragment import elementwise
+
     @T.prim_func
     def cond(X: T.Tensor((64,), "float32"), Y: T.Tensor((1,), "float32")):
         with T.Kernel(1, threads=64) as bx:
             x = T.alloc_fragment((64,), "float32")
+            T.annotate_layout({x: elementwise([64], 64)})  # one element per thread
             T.copy(X, x)
             if x[5] > 0:
                 Y[0] = 1.0
 
+    # a free fragment read in a condition is replicated (testing/python/layout/
+    # test_replicated_fragments.py); one whose layout is fixed otherwise is not
     with pytest.raises(LoweringError, match="only its owner thread holds"):
         tilelang.lower(cond, target="cuda -arch=sm_80")
 
