@@ -37,7 +37,7 @@ from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
 from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
-from ..ops.gemm import Gemm
+from ..ops.gemm import Gemm, WgmmaPlan, decode_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from . import pipeline_schedule as schedule
 from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
@@ -270,6 +270,9 @@ class _Pipeline(StmtMutator):
                                             producers.rank(self.tx),
                                             name=f"{s.loop_var.name}_pipe",
                                             tiles=remap.values())
+            if _reads_stages_by_wgmma_only([stmts[i] for i in sched.order
+                                            if not sched.is_producer(i)], set(remap)):
+                proto.elect_release(consumers.rank(self.tx))
             self.rings[loop_id] = proto
             head = proto.allocations()
         v, lo, trip = s.loop_var, s.min, s.extent
@@ -316,6 +319,19 @@ def _defers_release(consumers) -> bool:
                            if not isinstance(op, Gemm)])
     others |= {_key(R.buffer_of(x)) for op in gemms if isinstance(op, Gemm) for x in (op.A, op.B)}
     return not accs & others
+
+
+def _reads_stages_by_wgmma_only(consumers, staged: set) -> bool:
+    """Whether every consumer statement that uses a staged tile is a ``T.gemm`` planned as
+    wgmma (so the slot is read only by the warp groups' wgmmas)."""
+    for st in consumers:
+        if not _buffers_used(st) & staged:
+            continue
+        op = decode(st)
+        if not (isinstance(op, Gemm) and op.plan and
+                isinstance(decode_plan(op.plan), WgmmaPlan)):
+            return False
+    return True
 
 
 def _gemm_in_flight(stmt):

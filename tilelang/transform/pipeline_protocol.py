@@ -29,7 +29,8 @@ from tvm import tirx
 
 from ..device import sm80 as device
 from ..device import tma
-from ..device.thread_group import ThreadGroup
+from ..device.thread_group import WARP_GROUP, ThreadGroup
+from ..ir_utils import seq
 from ..ops.copy import KERNEL_VAR, MBARRIER
 from .lower_tile_ops import ASYNC_COPY, TMA_PRODUCER
 
@@ -192,7 +193,7 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     ``producers`` group's first thread waits on ``empty[s]``, arms ``full[s]`` with
     ``arrive.expect_tx`` and issues the TMA loads; every thread of the ``consumers`` group
     waits on ``full[s]`` and arrives on ``empty[s]`` when done.  Arrive counts: ``full`` 1,
-    ``empty`` the consumers' thread count.  Parities as in :class:`MbarrierProtocol`; each
+    ``empty`` the consumers' thread count (their warp-group count with ``elect_release``).  Parities as in :class:`MbarrierProtocol`; each
     group advances its own copy of the ring base after the loop."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
@@ -200,7 +201,22 @@ class WarpSpecializedProtocol(MbarrierProtocol):
         super().__init__(num_stages, consumers, 0, nbytes, producer_rank, name=name,
                          tiles=tiles)
         self.consumers, self.producers = consumers, producers
+        self.leaders = None  # see elect_release
+
+    def elect_release(self, consumer_rank) -> None:
+        """One arrival per consumer warp group (its first thread), for consumers that read the
+        slot only through wgmma: after the warp group's ``wgmma.wait_group`` (executed by all of
+        its threads together) none of them reads the slot any more."""
+        self.leaders = tirx.floormod(consumer_rank, WARP_GROUP) == 0
 
     @property
     def arrive_counts(self) -> tuple[list, list]:
-        return [1] * self.n, [self.consumers.count] * self.n
+        per = self.consumers.count // WARP_GROUP if self.leaders is not None else \
+            self.consumers.count
+        return [1] * self.n, [per] * self.n
+
+    def release(self, k, slot):
+        arrive = super().release(k, slot)
+        if self.leaders is None:
+            return arrive
+        return [tirx.IfThenElse(self.leaders, seq(arrive), None)]

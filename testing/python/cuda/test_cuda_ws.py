@@ -62,7 +62,7 @@ def run(tmp_path, code: str, timeout: int = 240) -> None:
         import torch, tilelang
         import tilelang.language as T
         from programs import matmul
-        from test_warp_specialize import q_then_loop, two_loops, loop_under_if
+        from test_warp_specialize import q_then_loop, two_loops, loop_under_if, scaled_loads
 
         def specialized(k, threads):
             src = k.get_kernel_source()
@@ -148,6 +148,21 @@ def test_ws_loop_under_if(tmp_path):
         f = torch.zeros(2, device="cuda", dtype=torch.int32)
         torch.testing.assert_close(k(a, b, f, 1), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
         assert torch.count_nonzero(k(a, b, f, 0)) == 0
+    """)
+
+
+def test_ws_consumers_reading_the_slot(tmp_path):
+    """Consumers that read the slot with ordinary loads besides the gemm: each thread arrives
+    (no elected release), one iteration late (the gemm's group stays in flight)."""
+    run(tmp_path, """
+        k = tilelang.compile(scaled_loads(), out_idx=[2, 3], target="cuda")
+        specialized(k, 256)
+        a = torch.randn(256, 256, device="cuda", dtype=torch.float16)
+        b = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+        c, s = k(a, b)
+        torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+        ref = a.float()[:, ::64].sum(dim=1)
+        torch.testing.assert_close(s, ref, rtol=1e-3, atol=1e-2)
     """)
 
 
