@@ -126,12 +126,12 @@ class _Kernel(StmtMutator):
 
         inner = _inner_loops(body)
 
-        def on_store(st):
+        stores = []
+        tvm_ffi.structural_walk(body, (tirx.BufferStore, stores.append))
+        for st in stores:  # (checked outside the walk, so that errors keep their type)
             if key(st.buffer) in self.frags and self.frags[key(st.buffer)][1].replicas:
                 b, lay, _ = self.frags[key(st.buffer)]
                 self.check(b, lay, list(st.indices), loop_vars, loop_lay, inner, write=True)
-
-        tvm_ffi.structural_walk(body, (tirx.BufferStore, on_store))
 
         def reg_of(buf, indices):
             b, lay, local = self.frags[key(buf)]
