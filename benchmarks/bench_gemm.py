@@ -1,5 +1,5 @@
-"""GEMM: tilelang against cuBLAS (torch.matmul) and a Triton kernel, in one run; also the same
-tiles with and without multi-stage buffering.  ``--path default`` compiles with the compiler's
+"""GEMM: tilelang against cuBLAS (torch.matmul; fp8 e4m3: torch._scaled_mm) and an autotuned
+pipelined Triton GEMM, in one run; also the best tiles with and without multi-stage buffering.  ``--path default`` compiles with the compiler's
 own choice for the GPU (TMA + WGMMA on sm_90a); ``--path sm80`` forces the sm80-class path
 (mma.sync + cp.async) with the pass configs that turn TMA, WGMMA and warp specialization off.
 
@@ -29,36 +29,56 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
              tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 
 # (block_M, block_N, block_K, threads, num_stages)
-CONFIGS = [(128, 128, 32, 128, 3), (128, 128, 32, 128, 4), (128, 128, 64, 128, 3),
-           (128, 256, 32, 256, 3), (128, 256, 64, 256, 3), (256, 128, 32, 256, 3)]
+CONFIGS = [(128, 128, 64, 128, 3), (128, 128, 64, 128, 4), (128, 256, 32, 256, 3),
+           (128, 256, 64, 256, 3), (128, 256, 64, 256, 4), (256, 128, 64, 256, 3)]
+QUICK = [(128, 256, 64, 256, 3), (128, 256, 64, 256, 4)]
 
 
-def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, panel=8):
+def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, panel=8, out_dtype=None):
+    """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs)."""
+    k_major = dtype.startswith("float8")
+    out_dtype = out_dtype or dtype
+    b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
+
     @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype),
+             C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
             T.use_swizzle(panel)
             A_s = T.alloc_shared((bM, bK), dtype)
-            B_s = T.alloc_shared((bK, bN), dtype)
+            B_s = T.alloc_shared(bs_shape, dtype)
             C_f = T.alloc_fragment((bM, bN), "float32")
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
                 T.copy(A[by * bM, k * bK], A_s)
-                T.copy(B[k * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_f)
+                if k_major:
+                    T.copy(B[bx * bN, k * bK], B_s)
+                else:
+                    T.copy(B[k * bK, bx * bN], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=k_major)
             T.copy(C_f, C[by * bM, bx * bN])
 
     return main
 
 
+# Triton's autotuning space (pipelined, like its Hopper GEMM tutorials): the best of these
+# per shape is the baseline.
+TRITON_CONFIGS = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3),
+                  (128, 128, 64, 4, 4), (128, 128, 64, 8, 3)]
+
+
 def triton_matmul():
-    """A plain Triton GEMM (one program per 128x128 tile), or None without Triton."""
+    """An autotuned pipelined Triton GEMM (fp16/bf16), or None without Triton."""
     try:
         import triton
         import triton.language as tl
     except ImportError:
         return None
 
+    configs = [triton.Config({"BM": bm, "BN": bn, "BK": bk}, num_warps=w, num_stages=st)
+               for bm, bn, bk, w, st in TRITON_CONFIGS]
+
+    @triton.autotune(configs=configs, key=["M", "N", "K"])
     @triton.jit
     def kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
         pm, pn = tl.program_id(0), tl.program_id(1)
@@ -75,81 +95,92 @@ def triton_matmul():
     def run(x, y, out):
         M, K = x.shape
         N = y.shape[1]
-        kernel[(M // 128, N // 128)](x, y, out, M, N, K, BM=128, BN=128, BK=64, num_warps=8,
-                                     num_stages=3)
+        grid = lambda meta: (M // meta["BM"], N // meta["BN"])  # noqa: E731
+        kernel[grid](x, y, out, M, N, K)
 
     return run
+
+
+def inputs(n, dtype):
+    """(a, b, the baseline's callable, reference C) for an n^3 GEMM of ``dtype``."""
+    if dtype.startswith("float8"):
+        fp8 = getattr(torch, dtype)
+        a = torch.randn(n, n, device="cuda").to(fp8)
+        b = torch.randn(n, n, device="cuda").to(fp8)  # (N, K): K-major
+        one = torch.ones((), device="cuda")
+        base = lambda: torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one,  # noqa: E731
+                                        out_dtype=torch.float16)
+        ref = (a.float() @ b.float().t()).half()
+        return a, b, base, ref
+    tdt = getattr(torch, dtype)
+    a = torch.randn(n, n, device="cuda", dtype=tdt)
+    b = torch.randn(n, n, device="cuda", dtype=tdt)
+    return a, b, (lambda: a @ b), (a.float() @ b.float()).to(tdt)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
-    p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
+    p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"],
+                   help="float16, bfloat16, float8_e4m3fn (against torch._scaled_mm)")
     p.add_argument("--quick", action="store_true", help="two tile configurations, not six")
     p.add_argument("--path", choices=("default", "sm80"), default="default")
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGES",
-                   help="tile configurations to try instead of the built-in list")
+                   help="tile configurations to try instead of the built-in list (K is for "
+                        "16-bit types; fp8 tiles take twice the K)")
     p.add_argument("--no-stage-study", action="store_true",
-                   help="skip the 3-stage against 1-stage comparison")
+                   help="skip the multi-stage against 1-stage comparison")
     args = p.parse_args(argv)
-    configs = [(128, 128, 64, 128, 3), (128, 256, 32, 256, 3)] if args.quick else CONFIGS
+    configs = QUICK if args.quick else CONFIGS
     if args.configs:
         configs = [tuple(int(x) for x in c.split("x")) for c in args.configs]
     sm80 = SM80_PATH if args.path == "sm80" else {}
     tri = triton_matmul()
     rows = []
     for dtype in args.dtypes:
-        tdt = getattr(torch, dtype)
+        fp8 = dtype.startswith("float8")
+        out_dtype = "float16" if fp8 else dtype
         for n in args.sizes:
-            a = torch.randn(n, n, device="cuda", dtype=tdt)
-            b = torch.randn(n, n, device="cuda", dtype=tdt)
+            a, b, base, ref = inputs(n, dtype)
             flops = 2 * n ** 3
             tf = lambda ms: flops / ms * 1e-9  # noqa: E731
-            cublas = bench_ms(lambda: a @ b)
-            ref = (a.float() @ b.float()).to(tdt)
+            base_ms = bench_ms(base)
             best = None
             for cfg in configs:
+                cfg = (cfg[0], cfg[1], cfg[2] * 2, *cfg[3:]) if fp8 else cfg
                 t0 = time.time()
-                k = tilelang.compile(matmul(n, n, n, *cfg, dtype), out_idx=[2], target="cuda",
-                                     pass_configs=sm80)
+                k = tilelang.compile(matmul(n, n, n, *cfg, dtype, out_dtype=out_dtype),
+                                     out_idx=[2], target="cuda", pass_configs=sm80)
                 compile_s = time.time() - t0
                 c = k(a, b)
                 err = float((c.float() - ref.float()).abs().max())
                 ms = bench_ms(lambda: k(a, b))
                 print(f"{dtype} {n} {'x'.join(map(str, cfg))}: {tf(ms):.0f} TFLOP/s "
-                      f"({cublas / ms:.2f}x cuBLAS), max err {err:.3g}, compile {compile_s:.1f} s",
-                      flush=True)
+                      f"({base_ms / ms:.2f}x torch), max err {err:.3g}, "
+                      f"compile {compile_s:.1f} s", flush=True)
                 if best is None or ms < best[1]:
                     best = (cfg, ms, err, compile_s)
             cfg, ms, err, compile_s = best
             row = {"dtype": dtype, "size": n, "tiles": "x".join(map(str, cfg[:3])),
-                   "threads": cfg[3], "stages": cfg[4], "ours": tf(ms), "cublas": tf(cublas),
-                   "ours/cublas": cublas / ms, "max_err": err, "compile_s": compile_s}
-            # the same tiles with 3 stages (async) and with 1 (sync: no cp.async, no
-            # pipelining), for the best tiles and for 128x256x32
-            study = () if args.no_stage_study else \
-                (("best", cfg[:4]), ("128x256x32", (128, 256, 32, 256)))
-            for tag, tiles in study:
-                k3 = tilelang.compile(matmul(n, n, n, *tiles, 3, dtype), out_idx=[2],
-                                      target="cuda", pass_configs=sm80)
-                k1 = tilelang.compile(matmul(n, n, n, *tiles, 1, dtype), out_idx=[2],
-                                      target="cuda", pass_configs=sm80)
-                ms3, ms1 = bench_ms(lambda: k3(a, b)), bench_ms(lambda: k1(a, b))
-                row[f"{tag}: 3 stages"] = tf(ms3)
-                row[f"{tag}: 1 stage"] = tf(ms1)
-                row[f"{tag}: 3 vs 1"] = ms1 / ms3
-            if tri is not None and dtype == "float16":
+                   "threads": cfg[3], "stages": cfg[4], "ours": tf(ms), "torch": tf(base_ms),
+                   "ours/torch": base_ms / ms, "max_err": err, "compile_s": compile_s}
+            if not args.no_stage_study:  # the best tiles pipelined against one stage (sync)
+                k1 = tilelang.compile(matmul(n, n, n, *cfg[:4], 1, dtype, out_dtype=out_dtype),
+                                      out_idx=[2], target="cuda", pass_configs=sm80)
+                ms1 = bench_ms(lambda: k1(a, b))
+                row["1 stage"] = tf(ms1)
+                row["pipelined vs 1 stage"] = ms1 / ms
+            if tri is not None and not fp8:
                 out = torch.empty_like(a)
                 row["triton"] = tf(bench_ms(lambda: tri(a, b, out)))
                 row["ours/triton"] = row["ours"] / row["triton"]
             rows.append(row)
     write_json(rows, f"bench_gemm_{args.path}.json")
-    print_table(rows, ["dtype", "size", "tiles", "threads", "stages", "ours", "cublas",
-                       "ours/cublas", "triton", "ours/triton", "max_err", "compile_s"])
-    print()
-    print_table(rows, ["dtype", "size", "tiles", "best: 3 stages", "best: 1 stage",
-                       "best: 3 vs 1", "128x256x32: 3 stages", "128x256x32: 1 stage",
-                       "128x256x32: 3 vs 1"])
+    print("torch: cuBLAS (a @ b), for fp8 torch._scaled_mm; triton: autotuned over",
+          ", ".join("x".join(map(str, c)) for c in TRITON_CONFIGS), "(BMxBNxBKxwarpsxstages)")
+    print_table(rows, ["dtype", "size", "tiles", "threads", "stages", "ours", "torch",
+                       "ours/torch", "triton", "ours/triton", "1 stage",
+                       "pipelined vs 1 stage", "max_err", "compile_s"])
 
 
 if __name__ == "__main__":

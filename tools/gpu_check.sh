@@ -30,6 +30,9 @@ for part in ${1:-tests}; do
     bench)
       step bench_gemm 300 python3 benchmarks/bench_gemm.py --quick --path default
       tail -12 "$OUT/bench_gemm.log"
+      step bench_gemm_fp8 150 python3 benchmarks/bench_gemm.py --quick --dtypes float8_e4m3fn \
+        --sizes 8192 --no-stage-study
+      tail -4 "$OUT/bench_gemm_fp8.log"
       step bench_gemm_sm80 200 python3 benchmarks/bench_gemm.py --quick --path sm80 --sizes 8192
       tail -6 "$OUT/bench_gemm_sm80.log"
       step bench_jit 90 python3 benchmarks/bench_jit.py
