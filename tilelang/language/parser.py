@@ -5,14 +5,20 @@ own complaints) come out as :class:`tilelang.errors.DSLError` whose message name
 shows the user's source line; a value of the wrong type gives :class:`DSLTypeError`.  After
 parsing, every element access with constant indices is checked against the buffer's static
 shape.
+
+Python in a kernel body follows the public TileLang (:func:`tile_syntax`): a name bound once to
+a Python value (``BK = 64``, ``dtype = "int32"``, ``scale = 0.5``) stays that value, chained
+assignments ``a = b = expr`` evaluate ``expr`` once, and generator expressions run as Python.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
-from typing import Callable
+from typing import Any, Callable
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -20,6 +26,9 @@ from tvm.error import DiagnosticError
 from tvm.script.parser.core import utils as _utils
 from tvm.script.parser.core.entry import parse as _parse
 from tvm.tirx import PrimFunc
+
+from tvm.script.parser.core import dispatch, doc
+from tvm.script.parser.core.evaluator import ExprEvaluator
 
 from ..errors import DSLError, DSLTypeError, source_location
 from .loop import clear_pending, mark_parallel_loops
@@ -62,15 +71,149 @@ def prim_func(func: Callable | None = None, private: bool = False,
 setattr(prim_func, "dispatch_token", "tirx")
 
 
+PYTHON_VALUES = (bool, int, float, str)
+
+
+BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
+
+
+def rebound_names(tree: ast.AST) -> set[str]:
+    """The names that a body changes from inside a nested block: a name assigned in a loop,
+    branch or ``with`` body other than the block holding its other assignments (``acc = 0``
+    then ``for ...: acc = acc + x``), or updated with ``+=``.  Assignments that all sit in the
+    same block (counting both arms of one ``if`` as the same) are plain Python rebinding."""
+    where: dict[str, set[tuple]] = {}
+    rebound: set[str] = set()
+
+    def targets(target, blocks):
+        if isinstance(target, ast.Name):
+            where.setdefault(target.id, set()).add(blocks)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                targets(t, blocks)
+        elif isinstance(target, ast.Starred):
+            targets(target.value, blocks)
+
+    def visit(node, blocks):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                targets(t, blocks)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) \
+                and isinstance(node.target, ast.Name):
+            rebound.add(node.target.id)
+        elif isinstance(node, ast.NamedExpr):
+            targets(node.target, blocks)
+        inner = blocks + (id(node),) if isinstance(node, BLOCKS) else blocks
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(tree, ())
+    return rebound | {name for name, blocks in where.items() if len(blocks) > 1}
+
+
+@contextlib.contextmanager
+def tile_syntax():
+    """While a body is parsed, give three Python constructs the public TileLang's meaning
+    (TVMScript alone refuses the last two and makes every bound value a kernel scalar):
+
+    - ``x = v`` where ``v`` is a Python value (bool, int, float, str) or an int32 constant
+      binds ``x`` to ``v`` itself, so that Python code can keep computing with it
+      (``next_power_of_2(x)``, ``T.alloc_shared((x, 64))``, ``indices_dtype = "int32"``),
+      unless the body changes ``x`` from a nested block (:func:`rebound_names`): such a name
+      stays a mutable kernel scalar, which ``acc = 0`` ... ``for ...: acc = acc + A[i]``
+      needs.
+    - ``a = b = expr`` evaluates ``expr`` once and assigns it to each target, left to right.
+    - a generator expression (``sum(n // 64 for n in sizes)``) runs as Python, as list
+      comprehensions already do.
+    - ``assert cond, msg`` whose ``cond`` is a Python bool is checked while the body is parsed
+      (a false one raises :class:`DSLError` with ``msg``) instead of becoming a kernel
+      assertion."""
+    from tvm.tirx.script.parser import parser as tvm_parser
+
+    original_bind = tvm_parser.bind_assign_value
+    key, assert_key = ("tirx", "Assign"), ("tirx", "Assert")
+    original_assign = dispatch.ParseVTable[key]
+    original_assert = dispatch.ParseVTable[assert_key]
+    original_visit = ExprEvaluator._visit_node
+    seen: dict[int, tuple[Any, set[str] | None]] = {}
+
+    def mutable(self, name: str) -> bool:
+        source = self.diag.source  # the function, or the macro, being parsed
+        hit = seen.get(id(source))
+        if hit is None or hit[0] is not source:
+            try:
+                hit = (source, rebound_names(ast.parse(source.source)))
+            except SyntaxError:  # no source text to read: every name stays a kernel scalar
+                hit = (source, None)
+            seen[id(source)] = hit
+        return hit[1] is None or name in hit[1]
+
+    def bind(self, node, var_name, value, *args, **kwargs):
+        if isinstance(value, tirx.IntImm) and str(value.ty) == "int32":
+            const = int(value.value)
+        elif isinstance(value, PYTHON_VALUES):
+            const = value
+        else:
+            const = None
+        if const is not None and not mutable(self, var_name):
+            return const
+        return original_bind(self, node, var_name, value, *args, **kwargs)
+
+    def visit_assign(self, node):
+        if len(node.targets) == 1:
+            return original_assign(self, node)
+        value = self.eval_expr(node.value)
+        for i, target in enumerate(node.targets):
+            name = f"__tl_chained_{id(node)}_{i}"
+            self.var_table.add(name, value, allow_shadowing=True)
+            single = doc.Assign(targets=[target], value=doc.Name(id=name, ctx=doc.Load(),
+                                **_span(node.value)), **_span(node))
+            original_assign(self, single)
+            if i == 0 and isinstance(value, tvm.ir.Expr) and isinstance(target, doc.Name):
+                value = self.var_table.get().get(target.id, value)  # the expression once
+        return None
+
+    def visit_assert(self, node):
+        cond = self.eval_expr(node.test)
+        if not isinstance(cond, (bool, np.bool_)):
+            return original_assert(self, node)
+        if not cond:
+            msg = self.eval_expr(node.msg) if node.msg is not None else "assertion failed"
+            self.report_error(node, f"assert: {msg}")
+        return None
+
+    def visit_node(self, node):
+        if isinstance(node, doc.GeneratorExp):
+            return self._add_intermediate_result(self._eval_expr(node))
+        return original_visit(self, node)
+
+    tvm_parser.bind_assign_value = bind
+    dispatch.ParseVTable[key] = visit_assign
+    dispatch.ParseVTable[assert_key] = visit_assert
+    ExprEvaluator._visit_node = visit_node
+    try:
+        yield
+    finally:
+        ExprEvaluator._visit_node = original_visit
+        dispatch.ParseVTable[assert_key] = original_assert
+        dispatch.ParseVTable[key] = original_assign
+        tvm_parser.bind_assign_value = original_bind
+
+
+def _span(node) -> dict:
+    return {k: getattr(node, k, None) for k in ("lineno", "col_offset", "end_lineno",
+                                                 "end_col_offset")}
+
+
 @contextlib.contextmanager
 def scalar_bindings():
-    """While a body is parsed, record the defining value of each kernel scalar made by
-    ``x = expr`` (see :class:`tilelang.ops.region.ScalarBindings`)."""
+    """While a body is parsed (``T.prim_func`` and eager bodies alike), record the defining
+    value of each kernel scalar made by ``x = expr`` (see
+    :class:`tilelang.ops.region.ScalarBindings`), with the :func:`tile_syntax` rules on."""
     from tvm.tirx.script.parser import parser as tvm_parser
 
     from ..ops import region as R
 
-    original = tvm_parser.bind_assign_value
     bindings = R.ScalarBindings()
 
     def bind(self, node, var_name, value, *args, **kwargs):
@@ -80,13 +223,15 @@ def scalar_bindings():
             R.record_binding(res.source, value)
         return res
 
-    tvm_parser.bind_assign_value = bind
-    R._bindings.append(bindings)
-    try:
-        yield bindings
-    finally:
-        R._bindings.pop()
-        tvm_parser.bind_assign_value = original
+    with tile_syntax():
+        original = tvm_parser.bind_assign_value  # tile_syntax's, around TVMScript's
+        tvm_parser.bind_assign_value = bind
+        R._bindings.append(bindings)
+        try:
+            yield bindings
+        finally:
+            R._bindings.pop()
+            tvm_parser.bind_assign_value = original
 
 
 def check_bindings(func: PrimFunc, bindings) -> None:
