@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from tvm.script import tirx as _tvm_T
 
-from ..utils.dtype import dtype
+from typing import Any
+
+from tvm import tirx
+
+from ..utils.dtype import canonical_dtype, dtype
 
 # Every element type TVMScript names (``float16``, ``float16x4``, ``f16`` ...), as dtype objects.
 _NAMES = {
@@ -27,4 +31,22 @@ _NAMES.update(
 )
 globals().update(_NAMES)
 
-__all__ = ["dtype", *sorted(_NAMES)]
+
+def reinterpret(value: Any, dtype: Any, span: Any = None) -> Any:
+    """The bits of ``value`` read as ``dtype`` (same width): ``T.reinterpret(x, T.uint16)``,
+    the public TileLang's order; TVM's order ``T.reinterpret(dtype, value)`` is accepted too.
+    ``dtype`` may be a name, a dtype object or any other form ``T.dtype`` takes."""
+    if _is_dtype(value) and not _is_dtype(dtype):
+        value, dtype = dtype, value
+    return tirx.reinterpret(str(canonical_dtype(dtype, "T.reinterpret")), value, span)
+
+
+def _is_dtype(x: Any) -> bool:
+    import tvm
+
+    return not isinstance(x, tvm.ir.Expr) and (
+        isinstance(x, (str, tvm.DataType, type)) or hasattr(x, "_dtype_str")
+        or type(x).__name__ == "dtype")  # str, dtype object, TVMScript constructor, torch
+
+
+__all__ = ["dtype", "reinterpret", *sorted(_NAMES)]

@@ -87,3 +87,24 @@ def test_dtype_objects_inside_a_kernel_on_the_cpu():
     kernel(a, mask, b, 2.0, 3)
     torch.testing.assert_close(b, torch.where(mask, a.float() * 2, a.float()))
     assert kernel.params[1].dtype == "bool"
+
+
+def test_reinterpret_takes_value_then_dtype_and_the_tvm_order():
+    """``T.reinterpret(x, T.uint16)`` (the public order, as in deepseek_v32/topk_selector.py)
+    and ``T.reinterpret("int16", x)`` read the same bits."""
+    import torch
+
+    import tilelang
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), T.float16), B: T.Tensor((4,), T.int16),
+             C: T.Tensor((4,), T.int16)):
+        with T.Kernel(1, threads=1) as bx:
+            for i in T.serial(4):
+                B[i] = T.reinterpret(A[i], T.int16)
+                C[i] = T.reinterpret("int16", A[i])
+
+    a = torch.tensor([1.0, -2.0, 0.5, 65504.0]).half()
+    b, c = tilelang.compile(main, out_idx=[1, 2], target="cpu")(a)
+    assert b.tolist() == a.view(torch.int16).tolist() == c.tolist()
