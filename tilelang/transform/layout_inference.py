@@ -431,23 +431,52 @@ class _Annotate(StmtMutator):
         return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding, ann, s.step)
 
 
-def _check_thread_dims(body) -> None:
+def _check_thread_dims(body, col: _Collect) -> None:
+    """More than 1024 threads is an error.  A ``threads=(x, y[, z])`` block is kept as the
+    user wrote it (``T.get_thread_binding(1)`` is ``threadIdx.y``, ``tvm_thread_allreduce``
+    over it works) while the kernel's tile work is per thread: no fragments, no
+    ``T.Parallel`` loops, tile operators on per-thread buffers or single elements only.
+    Tiles spread over the block need a 1-D block (``threads=N``)."""
     n = num_threads_of(body)
     if n > 1024:
         raise LoweringError(f"T.Kernel asks for {n} threads per block; CUDA allows at most 1024")
-    for a in _attrs(body):
-        if a.attr_key == "thread_extent" and a.node.thread_tag in ("threadIdx.y", "threadIdx.z") \
-                and not (isinstance(a.value, tirx.IntImm) and int(a.value) == 1):
-            raise LoweringError(
-                f"the CUDA lowering maps tiles onto a 1-D block of threads; this kernel has "
-                f"{a.node.thread_tag} = {a.value} (write threads=N instead of a tuple)")
+    dims = [a for a in _attrs(body) if a.attr_key == "thread_extent" and
+            a.node.thread_tag in ("threadIdx.y", "threadIdx.z") and
+            not (isinstance(a.value, tirx.IntImm) and int(a.value) == 1)]
+    if not dims:
+        return
+    spread = [f"fragment {b.name}" for b in col.fragments]
+    spread += [f"the T.Parallel loop over {[R.as_int(e) for e in lp.extents]}" for lp in col.loops]
+    spread += [type(op).__name__ for op in col.ops if not _per_thread(op)]
+    if spread:
+        a = dims[0]
+        raise LoweringError(
+            f"{spread[0]} is spread over the block's threads, which the CUDA lowering numbers "
+            f"along a 1-D block; this kernel has {a.node.thread_tag} = {a.value} (write "
+            "threads=N instead of a tuple, and T.get_thread_binding(0) % x etc. for the 2-D "
+            "index)")
+
+
+def _per_thread(op) -> bool:
+    """Whether a tile op's regions all lie in per-thread buffers or are single elements."""
+    regions = [v for v in vars(op).values() if isinstance(v, tvm.ir.TensorRegion)]
+    if not regions:
+        return False
+    for r in regions:
+        if R.buffer_of(r).scope() in ("local", "local.var"):
+            continue
+        if not all(isinstance(e, tirx.IntImm) and int(e) == 1 for e in R.extents(r)):
+            return False
+    return True
 
 
 @function_pass("tl.LayoutInference")
 def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    _check_thread_dims(func.body)
+    col = _Collect()
+    col.run(func.body)
+    _check_thread_dims(func.body, col)
     st, swizzle, _ = infer(func.body, num_threads_of(func.body), target_of(func))
     return func.with_body(_Annotate(st, swizzle)(func.body))
 
