@@ -27,7 +27,10 @@ NAME = "tilelang"
 
 def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
+    from ..language.view import CheckTileViews
+
     return [
+        CheckTileViews(),
         tl_transform.LayoutInference(),
         warp_specialize.WarpSpecialize(),
         tl_transform.InjectSoftwarePipeline(),

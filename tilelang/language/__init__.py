@@ -49,4 +49,5 @@ from .print_op import print
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
 from .registers import annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, set_max_nreg
 from .symbolic import dynamic, symbolic
+from .view import reshape, view
 from .warpgroup import ws
