@@ -100,9 +100,29 @@ def child_cache_hit() -> dict:
         torch.empty(1, device="cuda")  # what a process holding GPU tensors has already paid
         cuda_init = (time.perf_counter() - t0) * 1e3
     func = gemm_program()
+    jit_module = sys.modules["tilelang.jit"]
+    fresh: dict[str, float] = {}  # the compile's steps, timed in this fresh process
+
+    def timed(owner, name, what):
+        fn = getattr(owner, name)
+
+        def wrapper(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                fresh[what] = fresh.get(what, 0.0) + (time.perf_counter() - t) * 1e3
+        setattr(owner, name, wrapper)
+        return fn
+
+    originals = [(jit_module, n, timed(jit_module, n, w)) for n, w in
+                 (("resolve", "target"), ("JITKernel", "kernel"))]
+    originals += [(cache, n, timed(cache, n, w)) for n, w in (("key_of", "key"), ("load", "load"))]
     t0 = time.perf_counter()
     kernel = tilelang.compile(func, out_idx=[2])
     total = (time.perf_counter() - t0) * 1e3
+    for owner, name, fn in originals:
+        setattr(owner, name, fn)
     hit = hasattr(kernel, "library_path")
     tgt, configs = kernel.target, kernel.pass_configs
     t0 = time.perf_counter()
@@ -112,7 +132,7 @@ def child_cache_hit() -> dict:
     t2 = time.perf_counter()
     JITKernel(func, rt_mod, tgt, [2], configs, device_source=meta.get("source"))
     t3 = time.perf_counter()
-    return {"hit": hit, "total_ms": total, "cuda_init_ms": cuda_init,
+    return {"hit": hit, "total_ms": total, "cuda_init_ms": cuda_init, "fresh_ms": fresh,
             "warm_key_ms": (t1 - t0) * 1e3, "warm_load_ms": (t2 - t1) * 1e3, "warm_kernel_ms": (t3 - t2) * 1e3}
 
 
@@ -284,11 +304,15 @@ def main() -> None:
     print(f"\ncache hit in a fresh process (README GEMM, target auto): {best['total_ms']:.1f} ms "
           f"(min of {reps}); again in the warm process: key {best['warm_key_ms']:.2f} ms, load "
           f"{best['warm_load_ms']:.2f} ms, kernel object {best['warm_kernel_ms']:.2f} ms")
+    steps = ", ".join(f"{k} {v:.2f}" for k, v in best["fresh_ms"].items())
+    print(f"  its steps in the fresh process (ms): {steps}, the rest "
+          f"{best['total_ms'] - sum(best['fresh_ms'].values()):.2f}")
     table.append(("cache hit, fresh process", f"{best['total_ms']:.1f} ms", "<= 10 ms"))
     if firsts:
         b2 = min(firsts, key=lambda r: r["total_ms"])
+        steps = ", ".join(f"{k} {v:.2f}" for k, v in b2["fresh_ms"].items())
         print(f"  with CUDA initialized first (torch.empty(1, device='cuda'): "
-              f"{b2['cuda_init_ms']:.0f} ms): {b2['total_ms']:.1f} ms")
+              f"{b2['cuda_init_ms']:.0f} ms): {b2['total_ms']:.1f} ms ({steps})")
         table.append(("cache hit, fresh process, CUDA up", f"{b2['total_ms']:.1f} ms",
                       "<= 10 ms"))
 

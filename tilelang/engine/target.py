@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm_ffi
 from tvm.target import Target
 
 from ..errors import TileLangError
@@ -34,15 +35,15 @@ def resolve(target: Any = "auto") -> Target:
     if isinstance(target, Target):
         return target
     if isinstance(target, dict):
-        return Target(target)
+        return make(target)
     if target is None or target == "auto":
-        return resolve("cuda") if cuda_available() else Target({"kind": "llvm"})
+        return resolve("cuda") if cuda_available() else make({"kind": "llvm"})
     if not isinstance(target, str):
         raise TileLangError(f"target must be a string, dict or tvm.target.Target, got {target!r}")
     words = target.split()
     kind, opts = words[0], words[1:]
     if kind in ("cpu", "llvm", "c"):
-        return Target({"kind": "llvm"})
+        return make({"kind": "llvm"})
     if kind == "cuda":
         cfg: dict[str, Any] = {"kind": "cuda"}
         for o in opts:
@@ -55,9 +56,16 @@ def resolve(target: Any = "auto") -> Target:
                 raise TileLangError(f"unknown option {o!r} in target {target!r}")
         if "arch" not in cfg:
             cfg["arch"] = visible_cuda_arch() if cuda_available() else "sm_80"
-        return Target(cfg)
+        return make(cfg)
     raise TileLangError(f"unknown target {target!r}; expected 'auto', 'cuda', 'cuda -arch=sm_XX', "
                         "'llvm' or 'cpu'")
+
+
+def make(config: dict) -> Target:
+    """``Target(config)``, given to TVM as an FFI map: TVM's conversion of a Python dict first
+    tests it against ``numbers.Number``, an ABC whose first test of a type walks every
+    registered number type (about 2 ms, paid by the first compile of a process)."""
+    return Target(tvm_ffi.Map(config))
 
 
 def family(target: Target) -> str:

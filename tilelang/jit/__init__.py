@@ -45,7 +45,7 @@ def compile(
     if hit is not None:
         rt_mod, meta = hit
         kernel = JITKernel(func, rt_mod, tgt, outs, configs, device_source=meta.get("source"))
-        kernel.library_path = str(cache.cache_dir() / "kernels" / key / "kernel.so")
+        kernel.library_path = str(cache.entry(key) / cache.LIBRARY)
         return kernel
     with pass_config.scope(configs), tvm.transform.PassContext(config=pass_config.tvm_config()):
         rt_mod, source = build(func, tgt)

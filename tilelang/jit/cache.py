@@ -4,8 +4,8 @@ compiles the same program gets the library back without lowering or invoking a c
 
 The key hashes the program's TVMScript text (self-describing: layouts are printed in full, see
 ``tilelang.layout.codec``), the target, the pass configs, ``out_idx``, the TVM version and a
-digest of tilelang itself (its Python sources and device headers), so a changed compiler never
-serves a kernel that an older one built.  ``tilelang.disable_cache()`` or
+digest of tilelang itself (the paths, sizes and modification times of its Python sources and
+device headers), so a changed compiler never serves a kernel that an older one built.  ``tilelang.disable_cache()`` or
 ``TILELANG_DISABLE_CACHE=1`` turns it off.
 
 A cache never fails a compile.  An entry records its library's size and sha256; one that does
@@ -85,8 +85,8 @@ def clear_cache() -> None:
 
 @functools.lru_cache(maxsize=1)
 def compiler_digest() -> str:
-    """sha256 over tilelang's Python sources and device headers (their paths and contents),
-    computed once per process."""
+    """sha256 over tilelang's Python sources and device headers, computed once per process from
+    each file's path, size and modification time (``tree_digest``)."""
     from ..engine.cuda import template_dir
 
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,12 +95,21 @@ def compiler_digest() -> str:
         trees.append((os.path.join(template_dir(), "tl_templates"), ".h"))
     except Exception:  # headers missing: CUDA compiles will report it
         pass
+    return tree_digest(trees)
+
+
+def tree_digest(trees: list[tuple[str, str]]) -> str:
+    """sha256 over the files under each ``(root, suffix)``: the root's absolute path, then each
+    file's relative path, size and modification time in nanoseconds.  An edited, replaced or
+    reinstalled file changes it, as it makes Python recompile a module's bytecode (which is
+    decided from the same size and time); reading the files' contents instead cost a fresh
+    process milliseconds on every cache hit."""
     h = hashlib.sha256()
     for root, suffix in trees:
+        h.update(os.path.abspath(root).encode() + b"\0")
         for rel in _files(root, suffix):
-            h.update(rel.encode() + b"\0")
-            with open(os.path.join(root, rel), "rb") as f:
-                h.update(f.read())
+            st = os.stat(os.path.join(root, rel))
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -174,14 +183,24 @@ def _discard(folder: Path, why: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def entry(key: str) -> Path | None:
+    """The folder holding the entry ``key``: in the configured cache (looked at without the
+    write test that ``cache_dir`` makes, so a hit costs no file creation and a read-only cache
+    serves its kernels), else in the folder kernels are stored in; None when neither has it."""
+    folder = configured_dir() / "kernels" / key
+    if folder.is_dir():
+        return folder
+    root = cache_dir()
+    if root is not None and (root / "kernels" / key).is_dir():
+        return root / "kernels" / key
+    return None
+
+
 def load(key: str) -> tuple[Any, dict] | None:
     """The runtime module and metadata stored under ``key``, or None (no entry, or a damaged
     one, which is deleted)."""
-    root = cache_dir()
-    if root is None:
-        return None
-    folder = root / "kernels" / key
-    if not folder.exists():
+    folder = entry(key)
+    if folder is None:
         return None
     meta, why = _damage(folder)
     if why is not None:

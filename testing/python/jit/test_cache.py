@@ -279,3 +279,71 @@ def test_unwritable_cache_dir_falls_back_to_temp_with_one_warning(tmp_path, monk
         assert list(ro.iterdir()) == []
     finally:
         undo()
+
+
+def test_read_only_cache_serves_its_kernels(tmp_path, monkeypatch):
+    """A cache that cannot be written (a shared, prepared one) still serves the kernels it holds,
+    without the temp-folder fallback or its warning."""
+    import warnings
+
+    from tilelang.jit import cache
+
+    folder = tmp_path / "shared"
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(folder))
+    tilelang.compile(fill_program(6.0), target="cpu")  # stores the kernel
+    (stored,) = (folder / "kernels").iterdir()
+    undo = read_only(folder)
+    cache._writable.cache_clear()  # as a fresh process would see the folder
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            k = tilelang.compile(fill_program(6.0), target="cpu")
+        assert k.library_path == str(stored / "kernel.so")
+        assert [str(w.message) for w in caught if "tilelang" in str(w.message)] == []
+        a = torch.zeros(8)
+        k(a)
+        assert torch.all(a == 6.0)
+    finally:
+        undo()
+        cache._writable.cache_clear()
+
+
+def test_compiler_digest_follows_edits_without_reading_sources(tmp_path, monkeypatch):
+    """The digest changes when a source is edited, added or renamed, and is computed from the
+    files' metadata: a fresh process's cache hit reads no source of tilelang."""
+    import builtins
+
+    from tilelang.jit import cache
+
+    tree = tmp_path / "pkg"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.py").write_text("x = 1\n")
+    (tree / "sub" / "b.py").write_text("y = 2\n")
+    (tree / "notes.txt").write_text("not a source")
+    trees = [(str(tree), ".py")]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a source was opened: {args[:1]}")
+
+    def digest():
+        with monkeypatch.context() as m:
+            m.setattr(builtins, "open", refuse)
+            return cache.tree_digest(trees)
+
+    seen = {digest()}
+    (tree / "notes.txt").write_text("still not a source")
+    assert digest() in seen
+    st = os.stat(tree / "a.py")
+    (tree / "a.py").write_text("x = 3\n")  # an edit of the same size, a nanosecond later
+    os.utime(tree / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    for change in (lambda: None,
+                   lambda: (tree / "c.py").write_text(""),
+                   lambda: (tree / "sub" / "b.py").rename(tree / "sub" / "d.py")):
+        change()
+        d = digest()
+        assert d not in seen
+        seen.add(d)
+    cache.compiler_digest.cache_clear()  # tilelang's own digest, as a fresh process makes it
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "open", refuse)
+        assert len(cache.compiler_digest()) == 64
