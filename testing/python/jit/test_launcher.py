@@ -124,6 +124,43 @@ def test_concurrent_calls_with_different_sizes():
     assert errors == []
 
 
+def scaled_rows():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n, 4), "float32"), s: T.float32, C: T.Tensor((n,), "float16"),
+             i: T.int32, flag: T.bool):
+        with T.Kernel(1, threads=1) as _:
+            for r in T.serial(n):
+                C[r] = T.cast(A[r, 0] * s + T.cast(i, "float32") + T.cast(flag, "float32"),
+                              "float16")
+
+    return main
+
+
+def test_scalars_and_outputs_between_inputs():
+    k = tilelang.compile(scaled_rows(), out_idx=[2], target="cpu")
+    calls = count_binds(k)
+    a = torch.randn(6, 4)
+    for s, i, flag in [(2.0, 3, True), (0.5, -1, False)]:
+        c = k(a, s, i, flag)
+        assert c.dtype == torch.float16 and c.shape == (6,)
+        torch.testing.assert_close(c, (a[:, 0] * s + i + flag).half())
+    assert len(calls) == 1  # the first call, which bound n
+    with pytest.raises(KernelArgumentError, match="parameter 'i' expects an int32 in"):
+        k(a, 1.0, 2**31, True)
+    with pytest.raises(KernelArgumentError, match="parameter 'flag' expects a bool, got 2"):
+        k(a, 1.0, 1, 2)
+
+
+def test_cuda_launcher_refuses_host_tensors():
+    """The CUDA kernel's launcher (compiled here without a GPU) hands host tensors to the full
+    checks, which name the parameter."""
+    k = tilelang.compile(scaled_rows(), out_idx=[2], target="cuda -arch=sm_80")
+    with pytest.raises(KernelArgumentError, match="parameter 'A' must be on the cuda device"):
+        k(torch.randn(6, 4), 1.0, 1, True)
+
+
 @pytest.mark.gpu
 def test_cuda_good_call_skips_the_full_checks():
     k = tilelang.compile(add((4, 8)), out_idx=[2], target="cuda")
