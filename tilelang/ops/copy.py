@@ -131,7 +131,10 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
                                 f"the slice {R.describe(frag)}")
         # the nest has the fragment's shape (unit dims too) so that its layout partitions it
         whole = 0 if frag is op.src else 1
-        vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer, max_bytes=16))
+        # each side in its own vectors (a cast between them converts element-wise: float32
+        # registers stored as half2)
+        vec = _capped(op, min(loops.vector_width([r], ctx.analyzer, max_bytes=16)
+                              for r in (op.src, op.dst)))
         return loops.with_layout(elementwise_copy(op, ctx, whole=whole), ctx.layout(buf), vec)
     vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
     shape = [R.as_int(e) for e in op.shape()]

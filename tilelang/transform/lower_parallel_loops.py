@@ -86,9 +86,10 @@ class _Kernel(StmtMutator):
             raise LoweringError(f"T.Parallel loop over {ext} got a layout of shape {lay.shape}")
         vec = int(loop.annotations.get(VECTORIZE, 1))
         inner = lay.dims[-1][-1] if lay.dims and lay.dims[-1] else None
-        if not (vec > 1 and inner is not None and inner.kind == REG and inner.stride == 1
-                and inner.extent % vec == 0 and lay.num_regs % vec == 0):
+        if not (vec > 1 and inner is not None and inner.kind == REG and inner.stride == 1):
             vec = 1
+        while vec > 1 and (inner.extent % vec or lay.num_regs % vec):
+            vec //= 2  # the widest vector the innermost run of registers holds
         if self.group is not None and lay.num_threads > self.group.count:
             raise LoweringError(
                 f"a T.Parallel loop over {ext} inside T.ws ({self.group}) got a layout for "

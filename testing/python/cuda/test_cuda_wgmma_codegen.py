@@ -82,5 +82,16 @@ def test_wg_wait_leaves_a_group_in_flight_and_waits_before_the_use():
     body = src[src.index("__global__"):]
     first_wait = body.index("wait_group_sync_aligned_1")
     zero = body.index("wait_group_sync_aligned_0", first_wait)
-    cast = body.index("((half)", first_wait)  # S -> P reads the accumulator
+    cast = body.index("(half)", first_wait)  # S -> P reads the accumulator
     assert first_wait < zero < cast
+
+
+def test_accumulator_is_stored_two_halves_at_a_time():
+    """The fp32 accumulator's two adjacent columns per thread go out as one half2 store (the
+    cast between the fragment and the tile is element-wise), not two 16-bit stores."""
+    import re
+
+    text = ptx(matmul(256, 256, 256, 128, 128, 64, num_stages=3))
+    stores = re.findall(r"st\.global[.\w]*", text)
+    assert stores and set(stores) == {"st.global.v2.u16"}, sorted(set(stores))
+    assert len(stores) == 128 * 128 // 128 // 2  # 64 per thread: 128 elements in pairs

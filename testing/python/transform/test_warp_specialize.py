@@ -351,7 +351,8 @@ def test_attention_example_is_specialized_q_stays_with_the_consumers(causal):
     assert s["threads"] == 384 and s[(0, 256)]["tma"] == 2 and s[(256, 128)]["tma"] == 4
     prod = regions(f)[(256, 128)]
     assert "Q_shared" not in prod.script()
-    assert [b.var.name for b in find_all(prod, tirx.Bind)] == ["loop_range"]
+    # causal: the trip count is a kernel scalar the producer recomputes; otherwise a constant
+    assert [b.var.name for b in find_all(prod, tirx.Bind)] == (["loop_range"] if causal else [])
 
 
 def scaled_loads(M=256, N=128, K=256, bm=128, bn=128, bk=64, threads=128):
