@@ -74,6 +74,10 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.FP8ComputeLegalize(),
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
+        # a raw ``T.tvm_thread_allreduce`` (under its ``reduce_scope`` comm_reducer) becomes
+        # warp shuffles plus a shared scratch across warps; it needs flat buffers and the
+        # kernel's thread extents, and runs before the host/device split as in TVM's s_tir
+        s_tir.transform.LowerThreadAllreduce(),
         tirx.transform.SplitHostDevice(),
         cuda_transforms.LowerIket(),
         tirx.transform.MakePackedAPI(),
