@@ -78,20 +78,32 @@ class Gemm(TileOp):
         return self.replace(plan=encode_plan(MmaPlan(wm, wn)))
 
 
-def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
-    """The warps_m x warps_n grid a gemm of an m x n tile uses."""
+def partitions(policy: int, m: int, n: int, units: int, m_unit: int,
+               n_unit: int) -> list[tuple[int, int]]:
+    """The ``(units_m, units_n)`` grids of ``units`` (warps or warpgroups) that split an
+    ``m x n`` tile into blocks of a multiple of ``m_unit`` rows and ``n_unit`` columns, best
+    first for ``policy``: ``FullRow`` puts as many units along M as fit (the rest along N),
+    ``FullCol`` as many along N, ``Square`` makes the blocks closest to square."""
+    grids = [(u, units // u) for u in range(units, 0, -1) if units % u == 0]
+    fits = [(wm, wn) for wm, wn in grids if m % (m_unit * wm) == 0 and n % (n_unit * wn) == 0]
     if policy == GemmWarpPolicy.FullRow:
-        cands = [(num_warps, 1)]
-    elif policy == GemmWarpPolicy.FullCol:
-        cands = [(1, num_warps)]
-    else:
-        cands = [(w, num_warps // w) for w in range(1, num_warps + 1) if num_warps % w == 0]
-    ok = [(wm, wn) for wm, wn in cands if m % (16 * wm) == 0 and n % (8 * wn) == 0]
-    if not ok:
+        return sorted(fits, key=lambda g: -g[0])
+    if policy == GemmWarpPolicy.FullCol:
+        return sorted(fits, key=lambda g: -g[1])
+    return sorted(fits, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
+
+
+def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -> tuple[int, int]:
+    """The warps_m x warps_n grid a gemm of an m x n tile uses (mma.sync: each warp a multiple
+    of 16 rows and 8 columns), chosen by :func:`partitions`."""
+    grids = partitions(policy, m, n, num_warps, 16, 8)
+    if not grids:
         raise LoweringError(
             f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
-            f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 columns)")
-    return min(ok, key=lambda g: (abs(m / g[0] - n / g[1]), -g[0]))
+            f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 "
+            f"columns, so M must be a multiple of 16 and N of 8, and M / 16 x N / 8 at least "
+            f"{num_warps}); use a larger tile or fewer threads")
+    return grids[0]
 
 
 @dataclass(frozen=True)
@@ -444,12 +456,9 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
             f"transpose_B={bool(op.transpose_B)}; store the operands K-major")
     k_step = 32 // eb
     num_wg = num_threads // WARP_GROUP
-    cands = [(wm, num_wg // wm) for wm in range(num_wg, 0, -1) if num_wg % wm == 0]
-    if op.policy == GemmWarpPolicy.FullRow:
-        cands = [(num_wg, 1)]
-    elif op.policy == GemmWarpPolicy.FullCol:
-        cands = [(1, num_wg)] + cands[:-1]
-    cands = [(wm, wn) for wm, wn in cands if m % (64 * wm) == 0 and n % (8 * wn) == 0]
+    # Square keeps the most warpgroups along M (blocks of 64 rows are the instruction's)
+    policy = GemmWarpPolicy.FullRow if op.policy == GemmWarpPolicy.Square else op.policy
+    cands = partitions(policy, m, n, num_wg, 64, 8)
     if not (_fits(f"M = {m} a multiple of 64 per warpgroup and N = {n} of 8", bool(cands), why)
             and _fits(f"K = {k} a multiple of {k_step}", k % k_step == 0, why)):
         log.debug("T.gemm keeps mma.sync on sm_90a: it needs %s", why[-1])
@@ -460,21 +469,27 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
 
     def swizzle(region, k_major: bool, mn_step: int):
         """The widest GMMA swizzle of a shared operand: rows of whole panels, and for an
-        MN-major operand every instruction's MN offset on a panel boundary."""
+        MN-major operand every instruction's MN offset on a panel boundary.  A slice of the
+        tile (``Q_s[:, 0:512]``) is read in place: its first row must start an 8-row group
+        and its first column be where an instruction may start (a K offset of whole
+        instructions, or an MN offset on a panel boundary)."""
         buf = R.buffer_of(region)
-        if not _whole_matrix(region) or int(buf.shape[-2]) % 8:
+        r0, c0 = (R.as_int(r.min) for r in region.region[-2:])
+        if int(buf.shape[-2]) % 8 or r0 is None or c0 is None or r0 % 8:
             return None
         row = int(buf.shape[-1]) * eb
         for sb in GMMA_SWIZZLES:
-            if row % sb == 0 and (k_major or (mn_step * eb) % sb == 0):
+            if row % sb == 0 and (c0 % k_step == 0 if k_major else (c0 * eb) % sb == 0) \
+                    and (k_major or (mn_step * eb) % sb == 0):
                 return sb
         return None
 
     a_sw = 0 if a_regs else swizzle(op.A, not op.transpose_A, 64)
     b_sw = swizzle(op.B, bool(op.transpose_B), n_inst)
     if a_sw is None or b_sw is None:
-        log.debug("T.gemm keeps mma.sync on sm_90a: a shared operand is a slice, or its rows "
-                  "are not whole 32-byte panels of a multiple of 8 rows")
+        log.debug("T.gemm keeps mma.sync on sm_90a: a shared operand's rows are not whole "
+                  "32-byte panels of a multiple of 8 rows, or its slice starts off an 8-row "
+                  "group or an instruction's column")
         return None
     ptx = wgmma.PTX_TYPE[A.dtype]
     mnem = f"wgmma.mma_async.sync.aligned.m64n{n_inst}k{k_step}.f32.{ptx}.{ptx}"
