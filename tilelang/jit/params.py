@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import torch
+import tvm
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
-from ..errors import KernelArgumentError
+from ..errors import KernelArgumentError, KernelArgumentTypeError
 from ..utils.dtype import torch_dtype
 
 
@@ -35,8 +37,14 @@ class TensorParam:
 
 @dataclass
 class ScalarParam:
+    """A scalar parameter; ``dtype`` is its element type, or ``"handle"`` for a ``T.ptr``
+    (an address: called with a tensor, which passes its data pointer, or an integer)."""
+
     name: str
     dtype: str
+
+
+POINTER = "handle"
 
 
 def params_of(func: tirx.PrimFunc) -> list:
@@ -53,6 +61,8 @@ def params_of(func: tirx.PrimFunc) -> list:
                     shape.append(None)
             out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype),
                                    [str(s.ty) for s in p.shape]))
+        elif isinstance(p.ty, tvm.ir.PointerType):
+            out.append(ScalarParam(p.name, POINTER))
         else:
             out.append(ScalarParam(p.name, str(p.ty)))
     return out
@@ -75,7 +85,9 @@ def _expectation(k: int, param) -> tuple:
             shape = tuple(param.shape)
         return (k, True, param.torch_dtype, shape, None, None, None, param)
     kind = lo = hi = None
-    if param.dtype == "bool":
+    if param.dtype == POINTER:  # converted to an address by the binder
+        pass
+    elif param.dtype == "bool":
         kind = "bool"
     elif param.dtype.startswith(("int", "uint")):
         info = np.iinfo(param.dtype)
@@ -191,6 +203,8 @@ class ArgumentBinder:
     def _scalar(self, p: ScalarParam, a: Any):
         """The value passed for scalar ``p``: ``a`` if the parameter's type holds it exactly (an
         integer in range, a bool) or, for floats, without overflowing to infinity."""
+        if p.dtype == POINTER:
+            return self._pointer(p, a)
         if isinstance(a, torch.Tensor) and a.numel() == 1:
             a = a.item()
         expects = f"{self.kernel_name}: parameter {p.name!r} expects"
@@ -213,6 +227,21 @@ class ArgumentBinder:
             # two's-complement bit pattern, which the kernel reads back as the same uint64.
             return a - 2**64 if a > np.iinfo(np.int64).max else a
         return self._float(p, a, expects)
+
+    def _pointer(self, p: ScalarParam, a: Any) -> ctypes.c_void_p:
+        """The address passed for pointer ``p``: a tensor's data pointer (the tensor on the
+        kernel's device type), or an integer address in [0, 2**64)."""
+        name = f"{self.kernel_name}: parameter {p.name!r}"
+        if isinstance(a, torch.Tensor):
+            if a.device.type != self.device_type:
+                raise KernelArgumentError(f"{name} (a T.ptr) must point into {self.device_type} "
+                                          f"memory, got a tensor on {a.device}")
+            return ctypes.c_void_p(a.data_ptr())
+        if isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)) \
+                and 0 <= int(a) < 2**64:
+            return ctypes.c_void_p(int(a))
+        raise KernelArgumentTypeError(f"{name} (a T.ptr) expects a torch.Tensor or an integer "
+                                      f"address in [0, 2**64), got {a!r}")
 
     def _float(self, p: ScalarParam, a: Any, expects: str) -> float:
         """``a`` as a Python float; a finite value that the parameter's float type would turn

@@ -45,6 +45,7 @@ from .kernel import (
 )
 from .loop import Parallel, Persistent, Pipelined
 from .parser import prim_func
+from .pointer import make_tensor, ptr
 from .print_op import print
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
 from .registers import annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, set_max_nreg

@@ -12,12 +12,16 @@ from ..utils.dtype import canonical_dtype
 
 
 class TensorProxy:
-    """``T.Tensor(shape, dtype)`` (also ``T.Buffer``): a global-memory buffer parameter."""
+    """``T.Tensor(shape, dtype)`` (also ``T.Buffer``): a global-memory buffer parameter.
+    ``T.Tensor(shape, T.ptr)`` is a table of addresses, held as int64 (see ``T.make_tensor``)."""
 
     def __call__(self, shape: Any, dtype: Any = "float32", *args, **kwargs):
+        from .pointer import ADDRESS_DTYPE, is_ptr
+
         if not isinstance(shape, (list, tuple)):
             shape = [shape]
-        return _T.Buffer(index_typed(shape), canonical_dtype(dtype, "T.Tensor"), *args, **kwargs)
+        dtype = ADDRESS_DTYPE if is_ptr(dtype) else canonical_dtype(dtype, "T.Tensor")
+        return _T.Buffer(index_typed(shape), dtype, *args, **kwargs)
 
     def __getitem__(self, keys):
         if not isinstance(keys, tuple) or len(keys) != 2:

@@ -45,6 +45,7 @@ class LowerContext:
     tma_barrier: Any = None  # the mbarrier element a TMA producer of a pipeline completes on
     tile_annotations: dict = field(default_factory=dict)  # shared tile handle -> its annotations
     in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
+    kernel_addressed: frozenset = frozenset()  # tensor handles whose address the kernel computes
 
     @property
     def num_threads(self) -> int:

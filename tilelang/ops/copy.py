@@ -241,11 +241,13 @@ def _tile_swizzle(buf, annotations) -> tuple[int | None, int | None]:
     return getattr(lay, "swizzle_bytes", None), int(getattr(lay, "panel", row))
 
 
-def tma_plan(op: Copy, target, config: dict, dst_annotations) -> "TmaPlan | str":
+def tma_plan(op: Copy, target, config: dict, dst_annotations,
+             kernel_addressed: frozenset = frozenset()) -> "TmaPlan | str":
     """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
     falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
-    the pass configs and the destination tile's layout annotations, so every pass that asks
-    gets the same answer."""
+    the pass configs, the destination tile's layout annotations and the tensors whose address
+    the kernel computes (``tilelang.language.pointer.kernel_addressed``), so every pass that
+    asks gets the same answer."""
     if not tma_enabled(target, config, op):
         return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
@@ -253,6 +255,9 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations) -> "TmaPlan | str"
         return "not a global -> shared copy"
     if src.dtype != dst.dtype:
         return f"the copy converts {src.dtype} to {dst.dtype}"
+    if src.__chandle__() in kernel_addressed:
+        return (f"{src.name}'s address is computed in the kernel; a tensor map is encoded on "
+                "the host before the launch")
     eb = loops.elem_bytes(src.dtype)
     if tvm.DataType(src.dtype).bits % 8 or eb > 8:
         return f"element type {src.dtype} has no TMA data type"
@@ -328,7 +333,8 @@ def _depends_on_data(e) -> bool:
 
 def _tma_plan_of(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
     return tma_plan(op, ctx.target, ctx.config,
-                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}))
+                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}),
+                    ctx.kernel_addressed)
 
 
 def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
@@ -465,7 +471,8 @@ def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
     as_copy = Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0, disable_tma=False,
                    eviction_policy="")
     plan = tma_plan(as_copy, ctx.target, ctx.config,
-                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}))
+                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}),
+                    ctx.kernel_addressed)
     if not isinstance(plan, TmaPlan):
         raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: {plan}")
     arm = _leader(ctx, [tirx.Evaluate(tma.mbarrier_arrive_expect_tx(

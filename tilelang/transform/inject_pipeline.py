@@ -36,6 +36,7 @@ from ..errors import LoweringError
 from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
+from ..language.pointer import kernel_addressed
 from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
 from ..ops.gemm import Gemm, WgmmaPlan, decode_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
@@ -118,6 +119,7 @@ class _Pipeline(StmtMutator):
         self.group: ThreadGroup | None = None
         self.tx = None
         self.tiles = {}  # shared tile key -> annotations of its allocation
+        self.kernel_addressed = kernel_addressed(func_body)
         self.rings: dict[int, WarpSpecializedProtocol] = {}  # WS_LOOP id -> its ring
         for a in find_all(func_body, tirx.AllocBuffer):
             self.tiles.setdefault(_key(a.buffer), dict(a.annotations))
@@ -134,7 +136,7 @@ class _Pipeline(StmtMutator):
                 why = f"statement {i} is not a global -> shared copy"
                 break
             plan = tma_plan(op, self.target, self.config,
-                            self.tiles.get(_key(R.buffer_of(op.dst)), {}))
+                            self.tiles.get(_key(R.buffer_of(op.dst)), {}), self.kernel_addressed)
             if not isinstance(plan, TmaPlan):
                 why = f"{R.describe(op.src)} -> {R.describe(op.dst)}: {plan}"
                 break

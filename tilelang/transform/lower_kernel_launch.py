@@ -11,6 +11,7 @@ CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device spl
 from __future__ import annotations
 
 from tvm import tirx
+from tvm.tirx.buffer import is_buffer_var
 
 from ..engine.target import is_cpu
 from ..errors import LoweringError
@@ -120,5 +121,10 @@ def _localize(buf):
 def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)):
         return func.with_body(_Rasterize()(func.body))
-    func = func.with_body(_CPULaunch()(func.body))
-    return remap_buffers(func, _localize)
+    body = _CPULaunch()(func.body)
+    if not any(is_buffer_var(p) for p in func.params):
+        # TVM takes the device of the host's workspace allocations from the tensor arguments;
+        # a kernel of only T.ptr addresses and scalars names the CPU itself
+        for key, value in (("device_id", 0), ("device_type", 1)):  # kDLCPU
+            body = tirx.AttrStmt(tirx.const(0, "int32"), key, tirx.const(value, "int32"), body)
+    return remap_buffers(func.with_body(body), _localize)

@@ -14,6 +14,7 @@ from tvm.sym import Analyzer
 
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
+from ..language.pointer import kernel_addressed
 from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
@@ -106,5 +107,5 @@ class _Lower(StmtMutator):
 def LowerTileOps(func: tirx.PrimFunc) -> tirx.PrimFunc:
     target = target_of(func)
     ctx = LowerContext(target=target, family=family(target), analyzer=Analyzer(),
-                       config=pass_config.current())
+                       config=pass_config.current(), kernel_addressed=kernel_addressed(func.body))
     return func.with_body(_Lower(ctx)(func.body))
