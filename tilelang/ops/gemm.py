@@ -244,6 +244,8 @@ _CTYPE = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "i
           "int32": "int"}
 _SUPPORTED = {("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"),
               ("int8", "int32")}
+# dtypes ``tl::gemm_rs`` takes A from registers in (float32 rounded to tf32)
+_REGISTER_A = ("float16", "bfloat16", "float32")
 
 
 def _tile_ptr(region):
@@ -280,9 +282,10 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     if A.scope() not in ("shared", "shared.dyn", "local.fragment"):
         raise LoweringError(f"T.gemm on CUDA needs A ({A.name}) in shared memory or a fragment, "
                             f"not {A.scope()!r}")
-    if A.scope() == "local.fragment" and loops.elem_bytes(A.dtype) != 2:
-        raise LoweringError(f"T.gemm: a register A operand ({A.name}) must be float16 or "
-                            f"bfloat16 on CUDA, got {A.dtype}; stage it in shared memory")
+    if A.scope() == "local.fragment" and A.dtype not in _REGISTER_A:
+        raise LoweringError(f"T.gemm: a register A operand ({A.name}) must be float16, "
+                            f"bfloat16 or float32 (tf32) on CUDA, got {A.dtype}; stage it in "
+                            "shared memory")
     if C.scope() != "local.fragment":
         raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
     wm, wn = plan.warps_m, plan.warps_n
