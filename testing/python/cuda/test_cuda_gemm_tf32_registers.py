@@ -89,3 +89,18 @@ def test_register_tf32_gemm_matches_torch(M, N, K, threads, tB):
     ref = a.double() @ (b.double().T if tB else b.double())
     # tf32 keeps 10 mantissa bits: about 1e-3 relative per product
     torch.testing.assert_close(c.double(), ref, rtol=1e-2, atol=2e-2 * K ** 0.5)
+
+
+@NVCC
+def test_shared_tf32_gemm_is_wgmma_when_k_major_else_mma_sync():
+    import re
+
+    from programs import matmul
+
+    def instrs(tB):
+        f = matmul(256, 256, 256, 128, 128, 32, False, tB, dtype="float32", num_stages=2)
+        ptx = tilelang.compile(f, out_idx=[2], target="cuda -arch=sm_90a").get_ptx()
+        return set(re.findall(r"(?:wgmma\.mma_async|mma\.sync)\.\S+", ptx))
+
+    assert instrs(True) == {"wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32"}
+    assert instrs(False) == {"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
