@@ -13,7 +13,7 @@ from typing import Any
 from tvm import tirx
 from tvm.script import tirx as _T
 
-from ..errors import DSLError
+from ..errors import DSLError, DSLTypeError
 
 
 def clamp(value: Any, lo: Any, hi: Any) -> Any:
@@ -22,12 +22,44 @@ def clamp(value: Any, lo: Any, hi: Any) -> Any:
 
 
 def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> Any:
-    """A barrier for all threads of the block (``__syncthreads()``).  The named-barrier form
-    ``T.sync_threads(id, count)`` is not supported here: it raises ``DSLError``."""
-    if barrier_id is not None or arrive_count is not None:
-        raise DSLError("T.sync_threads: the named-barrier form (barrier_id, arrive_count) is "
-                       "not supported; use T.sync_threads() for the whole block")
-    return tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared")
+    """A barrier.  ``T.sync_threads()``: all threads of the block (``__syncthreads()``).
+    ``T.sync_threads(barrier_id, arrive_count)``: named barrier ``barrier_id`` (1 to 15) over
+    ``arrive_count`` threads (a multiple of 32, default the whole block): each thread that
+    reaches it waits until that many threads have, so a subset of the block (the threads of
+    an ``if tx < n:``) can synchronize among themselves.  Both must be Python ints."""
+    from ..device import sm80
+    from .kernel import _current
+
+    if barrier_id is None and arrive_count is None:
+        return tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared")
+    op = "T.sync_threads"
+    block = _current(op).num_threads
+    bar = _constant(barrier_id, op, "barrier_id", 0)
+    count = block if arrive_count is None else _constant(arrive_count, op, "arrive_count", 1)
+    if bar >= NAMED_BARRIERS:
+        raise DSLError(f"{op}: barrier_id {bar} is out of range; PTX has named barriers 0 to "
+                       f"{NAMED_BARRIERS - 1}")
+    if count % WARP or count > block:
+        raise DSLError(f"{op}({bar}, {count}): arrive_count must be a multiple of {WARP} (whole "
+                       f"warps) and at most the block's {block} threads")
+    if bar == 0 and count != block:
+        raise DSLError(f"{op}(0, {count}): barrier 0 is the whole block's (__syncthreads); "
+                       f"give a group of {count} threads an id from 1 to {NAMED_BARRIERS - 1}")
+    return sm80.barrier(bar, count)
+
+
+NAMED_BARRIERS = 16  # PTX barrier ids 0..15
+WARP = 32
+
+
+def _constant(value: Any, op: str, what: str, low: int) -> int:
+    if isinstance(value, tirx.IntImm):
+        value = int(value.value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DSLTypeError(f"{op}: {what} must be a Python int (a constant), got {value!r}")
+    if value < low:
+        raise DSLError(f"{op}: {what} must be at least {low}, got {value}")
+    return value
 
 
 ACCESS_TYPES = ("r", "w", "rw")

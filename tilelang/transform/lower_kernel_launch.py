@@ -13,6 +13,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
+from ..device.effects import effect_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.annotate import RASTERIZE
@@ -30,6 +31,17 @@ class _SerialParallel(StmtMutator):
         kind = tirx.ForKind.SERIAL if s.kind == tirx.ForKind.PARALLEL else s.kind
         return tirx.For(s.loop_var, s.min, s.extent, kind, self(s.body), s.thread_binding,
                         s.annotations, s.step)
+
+
+class _DropBarriers(StmtMutator):
+    """A barrier among the block's threads (a device op that synchronizes a group, e.g. a
+    named ``T.sync_threads(id, count)``) holds already when one CPU thread runs the block."""
+
+    def visit_Evaluate(self, s):
+        eff = effect_of(s)
+        if eff is not None and eff.sync is not None and eff.sync.barrier_arg is not None:
+            return tirx.Evaluate(tirx.const(0, "int32"))
+        return s
 
 
 class _StripAtomicMarks(StmtMutator):
@@ -60,7 +72,7 @@ class _CPULaunch(StmtMutator):
                     "per-thread work with tile operators or T.Parallel")
             else:
                 vmap[var] = tirx.const(0, dtype_of(var))
-        body = _SerialParallel()(body)
+        body = _DropBarriers()(_SerialParallel()(body))
         atomic = bool(find_all(body, tirx.AttrStmt, lambda a: a.attr_key == ATOMIC_MARK))
         body = _StripAtomicMarks()(body)
         total = tirx.const(1, "int32")
