@@ -285,6 +285,10 @@ def _registers(user: int, hints: dict, config: dict) -> tuple[int, int | None] |
         if c <= launch:  # the consumers already hold at least that many: no increase
             log.debug("warp specialization: the consumers keep the %d registers they start "
                       "with (asked for %d)", launch, c)
+            if p_given is None:
+                # nobody takes what the producer would give back, and ptxas ignores a lone
+                # setmaxnreg in a block this small ("unable to determine register count")
+                return None
             return p, None
         return p, c
     if p_given is not None or c_given is not None:
