@@ -5,6 +5,7 @@
 #   run(command="bash tools/gpu_check.sh sanitize", carry=[".gpu"])
 #   run(command="bash tools/gpu_check.sh bench", carry=[".gpu"])
 #   run(command="bash tools/gpu_check.sh 'tests sanitize'", carry=[".gpu"])
+#   run(command="bash tools/gpu_check.sh study", carry=[".gpu"])   # async vs sync, with ncu
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.
 source .gpu/gpu-env.sh > "$OUT/env.log" 2>&1 || { cat "$OUT/env.log"; exit 1; }
@@ -40,7 +41,17 @@ for part in ${1:-tests}; do
     attention)
       step bench_attention 500 python3 benchmarks/bench_attention.py
       tail -14 "$OUT/bench_attention.log" ;;
-    *) echo "unknown part $part (tests, sanitize, bench, attention)"; exit 2 ;;
+    study)
+      step async_vs_sync 400 python3 benchmarks/bench_async_vs_sync.py
+      tail -7 "$OUT/async_vs_sync.log"
+      for k in gemm-8192 attention; do for w in sync async; do
+        step "ncu_$k-$w" 120 ncu --clock-control none -k main_kernel -c 1 --metrics \
+          sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+          python3 benchmarks/bench_async_vs_sync.py --only "$k-$w" --repeat 1
+        echo "$k-$w tensor pipe: $(grep -Eo 'pct_of_peak_sustained_active +[^ ]+ +[0-9.]+' \
+          "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
+      done; done ;;
+    *) echo "unknown part $part (tests, sanitize, bench, attention, study)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"
