@@ -288,9 +288,10 @@ class _Pipeline(StmtMutator):
                 body.append(proto.producer(st, True, slot))
         else:
             consumers = [stmts[i] for i in sched.order if not sched.is_producer(i)]
-            deferred = _defers_release(consumers)
-            if deferred:
-                consumers = [_gemm_in_flight(st) for st in consumers]
+            in_flight = _gemms_left_in_flight(consumers)
+            deferred = bool(in_flight)
+            consumers = [_gemm_in_flight(st) if i in in_flight else st
+                         for i, st in enumerate(consumers)]
             body = proto.ready(k, slot)
             body += [substitute(_stage_accesses(st, remap, slot), {v: lo + k})
                      for st in consumers]
@@ -308,19 +309,26 @@ class _Pipeline(StmtMutator):
         return seq(head + [loop] + tail + proto.drain(trip))
 
 
-def _defers_release(consumers) -> bool:
-    """Whether the consumers of a warp-specialized loop keep their wgmma group in flight into
-    the next iteration (handing each slot back one iteration later): they hold a ``T.gemm``
-    whose accumulator no other consumer statement touches (a GEMM main loop; attention reads
-    its scores and rescales its output every iteration, so it waits at once)."""
-    gemms = [decode(st) for st in consumers]
-    accs = {_key(R.buffer_of(op.C)) for op in gemms if isinstance(op, Gemm)}
-    if not accs:
-        return False
-    others = set().union(*[_buffers_used(st) for st, op in zip(consumers, gemms)
-                           if not isinstance(op, Gemm)])
-    others |= {_key(R.buffer_of(x)) for op in gemms if isinstance(op, Gemm) for x in (op.A, op.B)}
-    return not accs & others
+def _gemms_left_in_flight(consumers) -> set:
+    """Positions of the consumer ``T.gemm`` s of a warp-specialized loop whose wgmma group may
+    stay in flight to the end of the iteration and into the next: no later consumer statement
+    of the iteration touches their accumulator or register operand.  When there is one, each
+    ring slot goes back one iteration later (after the next iteration's wgmmas are issued).
+    A GEMM main loop's gemm qualifies; in attention the second gemm (``P @ V``) does, so it
+    overlaps the row sums and the next iteration's first gemm, while the first (``Q @ K``),
+    whose scores the softmax reads at once, waits."""
+    used_after: set = set()
+    out = set()
+    for i in reversed(range(len(consumers))):
+        op = decode(consumers[i])
+        if isinstance(op, Gemm):
+            mine = {_key(R.buffer_of(op.C))}
+            if R.scope_of(op.A).startswith("local"):
+                mine.add(_key(R.buffer_of(op.A)))
+            if not mine & used_after:
+                out.add(i)
+        used_after |= _buffers_used(consumers[i])
+    return out
 
 
 def _reads_stages_by_wgmma_only(consumers, staged: set) -> bool:

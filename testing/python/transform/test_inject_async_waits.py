@@ -105,15 +105,28 @@ def test_warp_specialized_gemm_keeps_one_wgmma_group_in_flight(wg_wait):
     assert waits[-1] == 0  # before the last slot's arrival and the epilogue
 
 
-def test_attention_waits_at_once():
-    """Attention reads its scores right after the gemm: no deferred release there, the slot of
-    iteration k goes back in iteration k."""
+def test_attention_overlaps_its_second_gemm():
+    """Attention: the softmax reads the scores at once, so ``Q @ K`` waits (pending 0); nothing
+    later in the iteration touches ``P @ V``'s accumulator, so its group stays in flight past
+    the row sums into the next iteration (whose first wait retires it), and the slot goes back
+    one iteration later (``k - 1``)."""
     from programs import example
 
     fa = example("flash_attention/example_mha_fwd.py")
     f = lowered(fa.flashattn(1, 2, 256, 64, False, num_stages=2))
-    arrives = [c for c in _device_calls(f.body) if c.op.name == "tl.device.mbarrier_arrive"]
-    assert arrives and not any("- 1" in _slot_of(c) for c in arrives)
+    calls = consumer_loop(f)
+    seq = []
+    for n, c in calls:
+        if n in ("wgmma_ss", "wgmma_rs", "wgmma_commit", "wgmma_wait", "mbarrier_arrive"):
+            t = f"{n} {int(c.args[0])}" if n == "wgmma_wait" else n
+            if not seq or seq[-1] != t:
+                seq.append(t)
+    assert seq == ["wgmma_ss", "wgmma_commit", "wgmma_wait 0", "wgmma_rs", "wgmma_commit",
+                   "wgmma_wait 1", "mbarrier_arrive"], seq
+    (arrive,) = [c for n, c in calls if n == "mbarrier_arrive"]
+    assert "k - 1" in _slot_of(arrive)
+    waits = [int(c.args[0]) for c in _device_calls(f.body) if c.op.name == "tl.device.wgmma_wait"]
+    assert waits[-1] == 0  # after the loop, before the last slot's arrival and the epilogue
 
 
 @pytest.mark.parametrize("wg_wait", [0, 1])
