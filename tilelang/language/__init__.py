@@ -51,4 +51,4 @@ from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
 from .registers import annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, set_max_nreg
 from .symbolic import dynamic, symbolic
 from .view import reshape, view
-from .warpgroup import ws
+from .warpgroup import wait_wgmma, ws

@@ -1,4 +1,5 @@
-"""``T.ws``: run a region of a kernel on one thread group (warp specialization).
+"""``T.ws``: run a region of a kernel on one thread group (warp specialization); and
+``T.wait_wgmma(n)``, the explicit wait for a warp group's wgmma groups.
 
 ``with T.ws(0): ...`` runs its body on warp group 0 (threads 0..127) only, ``T.ws(1)`` on
 threads 128..255, ``T.ws(0, 1)`` on threads 0..255.  Tile operators inside distribute their
@@ -50,3 +51,14 @@ class ws:
             f.__exit__(*exc)
         self._frames = []
         return None
+
+
+def wait_wgmma(pending: int) -> tirx.Call:
+    """``wgmma.wait_group pending``: wait until at most ``pending`` of this warp group's wgmma
+    groups (``T.gemm(..., wg_wait=-1)`` and the like) are still in flight.  The compiler also
+    waits by itself before any use of a gemm's results, so this only moves a wait earlier."""
+    from ..device import wgmma
+
+    if isinstance(pending, bool) or not isinstance(pending, int) or not 0 <= pending <= 7:
+        raise DSLError(f"T.wait_wgmma: pending is an int in 0..7, got {pending!r}")
+    return wgmma.wait(pending)

@@ -161,9 +161,14 @@ def gemm(
 ):
     """``C += A @ B`` (with optional transposes) for A, B in shared memory or fragments and C
     a fragment; ``policy`` chooses the warp layout on GPUs, ``clear_accum`` zeroes C first,
-    ``k_pack`` and ``wg_wait`` tune the Hopper path (K packing, WGMMA groups left in flight).
-    ``mbar`` (an mbarrier the gemm arrives on when done, sm_100) is refused."""
+    ``k_pack`` and ``wg_wait`` tune the Hopper path (K packing, WGMMA groups left in flight;
+    -1: no wait at all, later uses or ``T.wait_wgmma`` wait).  ``mbar`` (an mbarrier the gemm
+    arrives on when done, sm_100) is refused."""
     from .hints import refuse
+
+    if isinstance(wg_wait, bool) or not isinstance(wg_wait, int) or wg_wait < -1:
+        raise TileOpError(f"T.gemm: wg_wait is the number of wgmma groups left in flight "
+                          f"(an int >= 0, or -1 for no wait), got {wg_wait!r}")
 
     refuse("T.gemm", "mbar", mbar, "the gemm completes before the next statement; "
            "no barrier is arrived on")
@@ -567,7 +572,8 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
                     int(not op.transpose_B), c_addr(mi * 64, q * plan.n_inst), a, b, scale_d,
                     a_regs)))
     stmts.append(tirx.Evaluate(wgmma.commit()))
-    stmts.append(tirx.Evaluate(wgmma.wait(min(int(op.wg_wait), 7))))
+    if int(op.wg_wait) >= 0:  # -1: no wait here (InjectAsyncWaits waits before any use)
+        stmts.append(tirx.Evaluate(wgmma.wait(min(int(op.wg_wait), 7))))
     if int(op.wg_wait) == 0:
         stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
     return tirx.SeqStmt(stmts)

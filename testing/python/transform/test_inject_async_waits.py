@@ -163,3 +163,53 @@ def test_release_marker_emits_nothing():
                            target=SM90, pass_configs={"tl.disable_tma_lower": True}
                            ).get_kernel_source()
     assert "release" not in src and "cp_async_wait_group_async_wait_group_1();" in src
+
+
+def _no_wait_gemm(explicit_wait: bool):
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((128, 128), "float32"), D: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            D_f = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True, wg_wait=-1)
+            if explicit_wait:
+                T.wait_wgmma(0)
+            T.fill(D_f, 1)
+            T.copy(D_f, D)
+            T.copy(C_f, C)
+
+    return main
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_wg_wait_minus_one_leaves_the_wait_to_its_use_or_to_wait_wgmma(explicit):
+    """``wg_wait=-1`` emits no wait: the compiler waits right before the accumulator is read
+    (after the independent fill and store of D), unless ``T.wait_wgmma(0)`` came earlier."""
+    f = lowered(_no_wait_gemm(explicit))
+    names = [c.op.name.replace("tl.device.", "") + (f" {int(c.args[0])}" if
+             c.op.name.endswith("wgmma_wait") else "") for c in _device_calls(f.body)]
+    assert names.count("wgmma_wait 0") == 1
+    assert [n for n in names if n.startswith("wgmma_wait")] == ["wgmma_wait 0"]
+    text = f.script()
+    wait, fill = text.index("T.device_wgmma_wait(0)"), text.index("D[")
+    assert (wait < fill) == explicit
+
+
+def test_wg_wait_below_minus_one_is_refused():
+    import tilelang.language as T
+    from tilelang.errors import DSLError
+
+    with pytest.raises(DSLError, match="wg_wait.*got -2"):  # with the user's line
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                A_s = T.alloc_shared((64, 64), "float16")
+                C_f = T.alloc_fragment((64, 64), "float32")
+                T.gemm(A_s, A_s, C_f, wg_wait=-2)
