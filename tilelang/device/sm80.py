@@ -2,8 +2,8 @@
 
 Instructions that TVM's PTX op table has (``cp.async``, its commit/wait, ``bar.sync``,
 ``fence.proxy.async``) are emitted as those ops; genuine templates of our headers
-(``src/tl_templates/cuda``: the block-level mma gemm, the cross-thread all-reduce, atomics
-CUDA lacks) are emitted as calls of the template.  Builders return ``Call`` nodes.
+(``src/tl_templates/cuda``: the block-level mma gemm, the cross-thread all-reduce) are emitted
+as calls of the template; atomics are in ``atomics``.  Builders return ``Call`` nodes.
 """
 
 from __future__ import annotations
@@ -170,20 +170,3 @@ def all_reduce(template_args: str, value, scratch_ptr=None, dtype: str = "float3
         return call(ALL_REDUCE_WARP, template_args, value, dtype=dtype)
     return call(ALL_REDUCE_GROUP, template_args, value, scratch_ptr, dtype=dtype)
 
-
-def _extern(fn: str):
-    return lambda c: tirx.call_extern(str(c.ty), fn, *c.args)
-
-
-ATOMIC = {
-    kind: register_device_op(
-        f"tl.device.atomic_{kind}",
-        Effect(accesses=(Access((0,), None), Access((0,), None, write=True))),
-        _extern(f"tl::atomic_{kind}"),
-        f"atomic {kind} on an element of global or shared memory")
-    for kind in ("add", "max", "min")
-}
-
-
-def atomic(kind: str, addr, value, dtype: str) -> tirx.Call:
-    return call(ATOMIC[kind], addr, value, dtype=dtype)

@@ -47,6 +47,9 @@ class Kernel:
         self._frames: list = []
         self.block_vars: list = []
         self.thread_vars: list = []
+        # whether the program has read a raw thread index (a SIMT-style kernel, whose scalar
+        # statements every thread runs for itself: see T.atomic_add)
+        self.reads_thread_index = False
 
     def __enter__(self):
         for tag, ext in zip(_BLOCK_TAGS, self.grid):
@@ -92,11 +95,14 @@ def get_thread_binding(dim: int = 0):
     if not 0 <= dim < len(k.thread_vars):
         raise DSLError(f"T.get_thread_binding: the kernel has {len(k.thread_vars)} thread dims, "
                        f"no dim {dim}")
+    k.reads_thread_index = True
     return k.thread_vars[dim]
 
 
 def get_thread_bindings():
-    return list(_current("T.get_thread_bindings").thread_vars)
+    k = _current("T.get_thread_bindings")
+    k.reads_thread_index = True
+    return list(k.thread_vars)
 
 
 def get_block_binding(dim: int = 0):

@@ -1,10 +1,18 @@
-"""``T.atomic_add | atomic_max | atomic_min``: read-modify-write that concurrent blocks may
-apply to the same element without losing updates.
+"""Atomics: ``T.atomic_add | atomic_max | atomic_min`` (read-modify-write that concurrent
+threads and blocks may apply to the same element without losing updates), the vector adds
+``T.atomic_addx2 | atomic_addx4``, and ``T.atomic_load | atomic_store`` with a memory order.
 
 ``dst`` is an element (``C[i, j]``) with a scalar ``value``, or a region with a region or
 buffer ``value`` of the same shape once unit dims are dropped (element-wise); an element ``dst``
 with a tile ``value`` stands for the region of ``value``'s shape starting there, as in
-``T.copy``.  The result is converted to ``dst``'s dtype.
+``T.copy``.  The result is converted to ``dst``'s dtype.  ``return_prev=True`` (element form)
+makes the call an expression: the element's value before this update.  ``memory_order`` is
+one of ``cuda::memory_order``'s names (``"relaxed"`` ... ``"seq_cst"``).
+
+An expression form (``return_prev=True``, ``T.atomic_load``) becomes a statement placed where
+the statement that contains it runs, which stores into a fresh per-thread variable; the
+expression reads that variable.  In a ``while`` condition it would be taken once, before the
+loop: assign it inside the loop instead.
 """
 
 from __future__ import annotations
@@ -12,9 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from tvm import tirx
+from tvm.ir import Range
 
-from ..device import sm80 as device
-from ..errors import TileOpError
+from ..device import atomics as device
+from ..errors import DSLError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -22,18 +31,76 @@ from .base import LowerContext, TileOp, register
 # Marks lowered atomics so that the CPU launch knows to run the grid's blocks in order.
 ATOMIC_MARK = "tl.atomic_region"
 
+MEMORY_ORDERS = device.MEMORY_ORDERS
+RMW_KINDS = ("add", "max", "min")
+
 
 @register
 class Atomic(TileOp):
+    """``kind``: add, max, min, load or store.  ``order``: a ``cuda::memory_order`` number.
+    ``lanes``: 2 or 4 for the vector adds (``dst`` and ``value`` are then ``lanes``
+    consecutive elements).  ``per_thread``: made by every thread that runs the statement
+    (a kernel that reads raw thread indices), not once per block.  ``prev``: the per-thread
+    variable that receives the element's previous value (the loaded value for a load)."""
+
     name = "tl.atomic"
     printer = "atomic"
-    fields = ("kind", "dst", "value")
+    fields = ("kind", "dst", "value", "order", "lanes", "per_thread", "prev")
+    defaults = {"order": 0, "lanes": 1, "per_thread": 0, "prev": None}
 
 
-def _atomic(kind: str, dst: Any, value: Any):
+# the language ------------------------------------------------------------------------------
+def _memory_order(memory_order: Any, opname: str, default: str) -> int:
+    if memory_order is None:
+        return MEMORY_ORDERS[default]
+    if isinstance(memory_order, str) and memory_order in MEMORY_ORDERS:
+        return MEMORY_ORDERS[memory_order]
+    if isinstance(memory_order, int) and not isinstance(memory_order, bool) and \
+            memory_order in MEMORY_ORDERS.values():
+        return memory_order
+    raise DSLError(f"{opname}: memory_order must be one of {', '.join(MEMORY_ORDERS)} (or "
+                   f"its cuda::memory_order number), got {memory_order!r}")
+
+
+def _simt() -> bool:
+    """Whether the enclosing kernel reads raw thread indices: its scalar statements are then
+    each thread's own, as in CUDA."""
+    from ..language.kernel import _stack
+
+    return bool(_stack) and _stack[-1].reads_thread_index
+
+
+def _emit_with_result(op: Atomic, dtype: str):
+    """Place ``op`` as a statement that stores its result into a fresh per-thread variable
+    and return the read of that variable."""
+    from tvm.script import tirx as _T
+
+    var = _T.alloc_scalar(dtype, scope="local.var")
+    load = getattr(var, "scalar", var)
+    _T.evaluate(op.replace(prev=R.full_region(load.source)).to_call())
+    return load
+
+
+def _scalar_dst(dst: Any, opname: str):
+    d = R.region_of(dst, opname, "destination")
+    if R.squeeze(R.extents(d)):
+        raise TileOpError(f"{opname}: needs a single-element destination, got {R.describe(d)}")
+    return d
+
+
+def _scalar_value(value: Any, dtype: str):
+    return tirx.const(value, dtype) if isinstance(value, (int, float)) else loops.cast(value, dtype)
+
+
+def _atomic(kind: str, dst: Any, value: Any, memory_order: Any = None,
+            return_prev: bool = False):
     opname = f"T.atomic_{kind}"
+    order = _memory_order(memory_order, opname, "relaxed")
     value = getattr(value, "scalar", value)
     if R.is_buffer(value) or R.is_region(value):
+        if return_prev:
+            raise TileOpError(f"{opname}: return_prev=True needs an element destination and a "
+                              "scalar value (the old value of one element)")
         v = R.region_of(value, opname, "value")
         d = R.region_of(dst, opname, "destination", like_shape=R.extents(v))
         if not R.same_shape(R.squeeze(R.extents(v)), R.squeeze(R.extents(d))):
@@ -46,24 +113,97 @@ def _atomic(kind: str, dst: Any, value: Any):
         if R.squeeze(R.extents(d)):
             raise TileOpError(f"{opname}: a scalar value needs a single-element destination, "
                               f"got {R.describe(d)}")
-        dtype = R.buffer_of(d).dtype
-        v = tirx.const(value, dtype) if isinstance(value, (int, float)) else loops.cast(value, dtype)
-    return Atomic(kind=kind, dst=d, value=v).to_call()
+        v = _scalar_value(value, R.buffer_of(d).dtype)
+    op = Atomic(kind=kind, dst=d, value=v, order=order, per_thread=int(_simt()))
+    if return_prev:
+        return _emit_with_result(op, R.buffer_of(d).dtype)
+    return op.to_call()
 
 
-def atomic_add(dst: Any, value: Any):
-    """``dst += value`` atomically (element or region)."""
-    return _atomic("add", dst, value)
+def atomic_add(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False, use_tma: bool = False):
+    """``dst += value`` atomically (element or region).  With ``return_prev=True`` (element
+    form) the call is the element's value before the add.  ``use_tma`` is accepted for the
+    public API; the add is made with atomics either way (same result)."""
+    return _atomic("add", dst, value, memory_order, return_prev)
 
 
-def atomic_max(dst: Any, value: Any):
+def atomic_max(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False):
     """``dst = max(dst, value)`` atomically (element or region)."""
-    return _atomic("max", dst, value)
+    return _atomic("max", dst, value, memory_order, return_prev)
 
 
-def atomic_min(dst: Any, value: Any):
+def atomic_min(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False):
     """``dst = min(dst, value)`` atomically (element or region)."""
-    return _atomic("min", dst, value)
+    return _atomic("min", dst, value, memory_order, return_prev)
+
+
+def _lanes_region(x: Any, lanes: int, opname: str, role: str):
+    """``lanes`` consecutive elements along the last dim, from an element or a region of
+    that many elements."""
+    x = getattr(x, "scalar", x)
+    if R.is_element(x):
+        idx = list(x.indices)
+        ext = [1] * (len(idx) - 1) + [lanes]
+        return tirx.BufferRegion(x.source, [Range.from_min_extent(i, e)
+                                            for i, e in zip(idx, ext)])
+    if R.is_region(x) or R.is_buffer(x):
+        r = R.region_of(x, opname, role)
+        ext = [R.as_int(e) for e in R.extents(r)]
+        if ext[-1] == lanes and all(e == 1 for e in ext[:-1]):
+            return r
+        raise TileOpError(f"{opname}: {role} {R.describe(r)} {R.fmt_shape(R.extents(r))} must be "
+                          f"{lanes} consecutive elements along its last dim")
+    raise TileOpError(f"{opname}: {role} must be an element of a buffer (the first of {lanes} "
+                      f"consecutive ones) or a slice of {lanes} elements, got {x!r}")
+
+
+def _atomic_addx(lanes: int, dst: Any, value: Any, memory_order: Any, return_prev: bool):
+    opname = f"T.atomic_addx{lanes}"
+    if return_prev:
+        raise TileOpError(f"{opname}: return_prev=True is for the scalar T.atomic_add only")
+    d = _lanes_region(dst, lanes, opname, "destination")
+    v = _lanes_region(value, lanes, opname, "value")
+    order = _memory_order(memory_order, opname, "relaxed")
+    return Atomic(kind="add", dst=d, value=v, order=order, lanes=lanes,
+                  per_thread=int(_simt())).to_call()
+
+
+def atomic_addx2(dst: Any, value: Any, return_prev: bool = False,
+                 memory_order: str | None = None):
+    """``dst[..., j:j+2] += value[..., j:j+2]`` atomically, from the first elements ``dst``
+    and ``value`` (or 2-element slices); one packed instruction for float16 / bfloat16 (and
+    float32 on sm_90) when ``dst`` is aligned to the pair."""
+    return _atomic_addx(2, dst, value, memory_order, return_prev)
+
+
+def atomic_addx4(dst: Any, value: Any, return_prev: bool = False,
+                 memory_order: str | None = None):
+    """``dst[..., j:j+4] += value[..., j:j+4]`` atomically (see :func:`atomic_addx2`; float32
+    uses one ``float4`` atomic on sm_90 when aligned to 16 bytes)."""
+    return _atomic_addx(4, dst, value, memory_order, return_prev)
+
+
+def atomic_load(src: Any, memory_order: str = "seq_cst"):
+    """The value of element ``src``, read atomically with ``memory_order`` (an expression)."""
+    opname = "T.atomic_load"
+    d = _scalar_dst(src, opname)
+    dtype = R.buffer_of(d).dtype
+    op = Atomic(kind="load", dst=d, value=tirx.const(0, dtype),
+                order=_memory_order(memory_order, opname, "seq_cst"), per_thread=1)
+    return _emit_with_result(op, dtype)
+
+
+def atomic_store(dst: Any, src: Any, memory_order: str = "seq_cst"):
+    """``dst = src`` (an element and a scalar), stored atomically with ``memory_order``."""
+    opname = "T.atomic_store"
+    d = _scalar_dst(dst, opname)
+    v = _scalar_value(getattr(src, "scalar", src), R.buffer_of(d).dtype)
+    return Atomic(kind="store", dst=d, value=v,
+                  order=_memory_order(memory_order, opname, "seq_cst"),
+                  per_thread=int(_simt())).to_call()
 
 
 def apply(kind: str, old, new):
@@ -72,30 +212,73 @@ def apply(kind: str, old, new):
     return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
 
 
+# CUDA --------------------------------------------------------------------------------------
+def _element_update(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
+    """The update of one element (or of ``lanes`` consecutive ones) as one device call,
+    storing the old value into ``prev`` when asked."""
+    dst = R.buffer_of(op.dst)
+    di = R.mins(op.dst)
+    addr = tirx.address_of(tirx.BufferLoad(dst, di))
+    if op.lanes > 1:
+        vb, vi = R.buffer_of(op.value), R.mins(op.value)
+        vals = [loops.cast(tirx.BufferLoad(vb, vi[:-1] + [vi[-1] + k]), dst.dtype)
+                for k in range(op.lanes)]
+        last = di[:-1] + [di[-1] + op.lanes - 1]
+        return loops.guard(loops.bounds_checks(dst, last, ctx.analyzer),
+                           tirx.Evaluate(device.add_vec(op.order, addr, vals)))
+    if op.kind == "store":
+        return tirx.Evaluate(device.store(op.order, addr, op.value, dst.dtype))
+    into = None if op.prev is None else tirx.address_of(
+        tirx.BufferLoad(R.buffer_of(op.prev), R.mins(op.prev)))
+    if op.kind == "load":
+        return tirx.Evaluate(device.load(op.order, addr, into))
+    return tirx.Evaluate(device.rmw(op.kind, op.order, addr, op.value, dst.dtype, into))
+
+
+def _owner(op: Atomic, ctx: LowerContext):
+    """The thread that makes a block-level update: the holder of the fragment element its
+    value reads, else thread 0."""
+    import tvm
+    import tvm_ffi
+
+    loads = []
+    tvm_ffi.structural_walk(op.value, (tvm.ir.TensorLoad, loads.append))
+    for x in loads:
+        if x.source.scope() == "local.fragment":
+            return ctx.layout(x.source).forward(list(x.indices))[0]
+    return tirx.const(0, "int32")
+
+
+@Atomic.lowering("cuda", when=lambda op, ctx: not R.is_region(op.value) or op.lanes > 1)
+def _atomic_element_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
+    """Inside a ``T.Parallel`` loop, one update per loop element by the thread that runs it;
+    in a kernel that reads raw thread indices, one by every thread that runs the statement;
+    otherwise one per block, by the owner thread, whose old value (``return_prev``) reaches
+    the other threads through a shared slot.  A load is every thread's own."""
+    update = _element_update(op, ctx)
+    if ctx.in_parallel or op.per_thread or op.kind == "load":
+        return update
+    owner = ctx.thread_var == _owner(op, ctx)
+    if op.prev is None:
+        return tirx.IfThenElse(owner, update, None)
+    pb = R.buffer_of(op.prev)
+    zero = [tirx.const(0, "int32")]
+    slot = tirx.decl_buffer([1], pb.dtype, f"{pb.name}_slot", scope="shared.dyn")
+    made = _element_update(op.replace(prev=R.full_region(slot)), ctx)
+    return tirx.SeqStmt([
+        tirx.AllocBuffer(slot),
+        tirx.IfThenElse(owner, made, None),
+        tirx.BufferStore(pb, tirx.BufferLoad(slot, zero), zero),
+    ])
+
+
 @Atomic.lowering("cuda")
-def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
-    """An element update is made by one thread (the owner of a fragment value, else thread 0);
-    a region update by the owner of each element."""
+def _atomic_region_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
+    """A region update: each element once, by the thread that holds it in a whole ``value``
+    fragment (replica 0), else by the threads of the element-wise layout."""
     from ..layout.fragment import elementwise
 
     dst = R.buffer_of(op.dst)
-    if not R.is_region(op.value):
-        di = [r.min for r in op.dst.region]
-        call = tirx.Evaluate(device.atomic(op.kind, tirx.address_of(tirx.BufferLoad(dst, di)),
-                                           op.value, dst.dtype))
-        if ctx.in_parallel:  # one update per loop element, made by the thread that runs it
-            return call
-        owner = tirx.const(0, "int32")
-        loads = []
-        import tvm_ffi
-        import tvm
-
-        tvm_ffi.structural_walk(op.value, (tvm.ir.TensorLoad, loads.append))
-        for x in loads:
-            if x.source.scope() == "local.fragment":
-                owner = ctx.layout(x.source).forward(list(x.indices))[0]
-                break
-        return tirx.IfThenElse(ctx.thread_var == owner, call, None)
     vb = R.buffer_of(op.value)
     # a whole fragment value: the nest has its shape (unit dims too) and follows its layout
     by_fragment = vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape)
@@ -103,9 +286,9 @@ def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     def body(indices):
         di, vi = indices
         val = loops.cast(tirx.BufferLoad(vb, vi), dst.dtype)
-        call = tirx.Evaluate(device.atomic(op.kind, tirx.address_of(tirx.BufferLoad(dst, di)),
-                                           val, dst.dtype))
-        return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer), call)
+        call = device.rmw(op.kind, op.order, tirx.address_of(tirx.BufferLoad(dst, di)), val,
+                          dst.dtype)
+        return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer), tirx.Evaluate(call))
 
     nest = loops.element_nest([op.dst, op.value], body, kind=loops.PARALLEL, prefix="a",
                               analyzer=ctx.analyzer, whole=1 if by_fragment else None)
@@ -115,12 +298,15 @@ def _atomic_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
 
 
+# CPU ---------------------------------------------------------------------------------------
 @Atomic.lowering("cpu")
 def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
-    """Plain read-modify-write: the CPU backend runs the blocks of a grid that contains atomics
-    one after another (see ``LowerKernelLaunch``), so no update can be lost."""
+    """Plain loads and stores: the CPU backend runs the blocks of a grid that contains atomics
+    one after another (see ``LowerKernelLaunch``), so no update can be lost; memory orders
+    have nothing to order."""
     dst = R.buffer_of(op.dst)
     is_region = R.is_region(op.value)
+    zero = [tirx.const(0, "int32")]
 
     def body(indices):
         di = indices[0]
@@ -130,10 +316,22 @@ def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
             ok = loops.bounds_checks(vb, vi, ctx.analyzer)
         else:
             val, ok = op.value, []
-        upd = tirx.BufferStore(dst, apply(op.kind, tirx.BufferLoad(dst, di), val), di)
+        old = tirx.BufferLoad(dst, di)
+        stmts = []
+        if op.prev is not None:
+            pb = R.buffer_of(op.prev)
+            stmts.append(tirx.BufferStore(pb, old, zero))
+            old = tirx.BufferLoad(pb, zero)
+        if op.kind == "store":
+            stmts.append(tirx.BufferStore(dst, val, di))
+        elif op.kind != "load":
+            stmts.append(tirx.BufferStore(dst, apply(op.kind, old, val), di))
+        upd = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
         return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer) + ok, upd)
 
     regions = [op.dst, op.value] if is_region else [op.dst]
     nest = loops.element_nest(regions, body, kind=loops.SERIAL, prefix="a",
                               analyzer=ctx.analyzer)
+    if op.kind == "load":
+        return nest
     return tirx.AttrStmt(tirx.const(0, "int32"), ATOMIC_MARK, tirx.const(1, "int32"), nest)

@@ -57,3 +57,80 @@ def test_atomic_max_and_min():
     mn = torch.full((1,), 1000, dtype=torch.int32)
     k(x, mx, mn)
     assert int(mx) == int(x.max()) and int(mn) == int(x.min())
+
+
+# return_prev, memory orders, vector adds, loads and stores ----------------------------------
+import pytest  # noqa: E402
+
+from atomic_programs import addx, load_store, max_min_prev, slots, ticket  # noqa: E402
+from tilelang.errors import DSLError  # noqa: E402
+
+
+def test_return_prev_at_block_level_is_one_ticket_per_block():
+    k = tilelang.compile(ticket(5, threads=16), target="cpu")
+    c = torch.full((1,), 10, dtype=torch.int32)
+    out = torch.zeros(5, 16, dtype=torch.int32)
+    k(c, out)
+    assert int(c) == 15
+    assert out.tolist() == [[10 + b] * 16 for b in range(5)]
+
+
+def test_return_prev_inside_parallel_gives_distinct_slots():
+    x = torch.tensor([3, -1, 2, 0, 5, 7, -2, 1] * 2, dtype=torch.int32)
+    pos = torch.zeros(16, dtype=torch.int32)
+    cnt = torch.zeros(1, dtype=torch.int32)
+    tilelang.compile(slots(16), target="cpu")(x, pos, cnt)
+    assert int(cnt) == int((x > 0).sum())
+    assert sorted(pos[x > 0].tolist()) == list(range(int(cnt)))
+    assert (pos[x <= 0] == -1).all()
+
+
+def test_atomic_max_min_return_prev():
+    G = 6
+    x = torch.tensor([3.0, -1.0, 7.0, 2.0, 9.0, -5.0])
+    m = torch.tensor([0.0, 0.0])
+    old = torch.zeros(G, 2)
+    tilelang.compile(max_min_prev(G), target="cpu")(x, m, old)
+    assert m.tolist() == [9.0, -5.0]
+    # blocks run in order on the CPU: each old value is the running max / min before it
+    run_max = torch.cummax(torch.cat([torch.zeros(1), x]), 0).values[:-1]
+    run_min = torch.cummin(torch.cat([torch.zeros(1), x]), 0).values[:-1]
+    assert old[:, 0].tolist() == run_max.tolist() and old[:, 1].tolist() == run_min.tolist()
+
+
+def test_atomic_load_and_store():
+    G = 4
+    flag = torch.zeros(G, dtype=torch.int32)
+    seen = torch.zeros(G, dtype=torch.int32)
+    tilelang.compile(load_store(G), target="cpu")(flag, seen)
+    assert flag.tolist() == [1, 2, 3, 4] and seen.tolist() == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("lanes,dtype", [(2, "float16"), (2, "float32"), (4, "float32"),
+                                         (4, "bfloat16")])
+def test_atomic_addx(lanes, dtype):
+    M, N = 4, 16
+    t = getattr(torch, dtype)
+    a = torch.randn(M, N).to(t)
+    b = torch.randn(M, N).to(t)
+    ref = b.float() + 3 * a.float()
+    tilelang.compile(addx(lanes, M, N, dtype), target="cpu")(a, b)
+    torch.testing.assert_close(b.float(), ref, atol=5e-2, rtol=2e-2)
+
+
+def test_atomic_argument_errors():
+    def build(fn):
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32):
+                fn(A, B)
+        return main
+
+    with pytest.raises(DSLError, match="memory_order must be one of"):
+        build(lambda A, B: T.atomic_add(A[0], 1.0, memory_order="strong"))
+    with pytest.raises(DSLError, match="return_prev=True needs an element destination"):
+        build(lambda A, B: T.atomic_add(A[0:4], B[0:4], return_prev=True))
+    with pytest.raises(DSLError, match="return_prev=True is for the scalar"):
+        build(lambda A, B: T.atomic_addx2(A[0], B[0], return_prev=True))
+    with pytest.raises(DSLError, match="4 consecutive elements"):
+        build(lambda A, B: T.atomic_addx4(A[0:2], B[0:2]))

@@ -1,0 +1,119 @@
+"""Atomics on CUDA: the sm_90a PTX has the instructions (packed vector adds, fences for memory
+orders, one update per element), and on the GPU the results match the CPU backend."""
+
+import re
+import shutil
+
+import pytest
+import torch
+
+import tilelang
+
+from atomic_programs import addx, load_store, max_min_prev, simt_histogram, slots, ticket
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+def ptx_and_source(func):
+    k = tilelang.compile(func, target="cuda -arch=sm_90a")
+    return k.get_ptx(), k.get_kernel_source()
+
+
+def instructions(ptx):
+    return set(re.findall(r"\b(atom\.[\w.]+|membar\.\w+|fence\.[\w.]+)", ptx))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("lanes,dtype,packed", [
+    (2, "float16", "atom.add.noftz.f16x2"), (4, "bfloat16", "atom.add.noftz.bf16x2"),
+    (2, "float32", "atom.global.add.v2.f32"), (4, "float32", "atom.global.add.v4.f32")])
+def test_vector_adds_use_packed_atomics(lanes, dtype, packed):
+    ptx, src = ptx_and_source(addx(lanes, 4, 16, dtype))
+    assert packed in instructions(ptx)
+    assert f"tl::atomic_addx{lanes}<0>" in src
+    assert "membar" not in ptx and "fence" not in ptx  # relaxed: no fences
+
+
+@needs_nvcc
+def test_memory_orders_become_fences():
+    ptx, src = ptx_and_source(addx(4, 4, 16, "float32", order="release"))
+    assert "tl::atomic_addx4<3>" in src and "membar.gl" in ptx
+    ptx, src = ptx_and_source(load_store(4))
+    assert "tl::atomic_store<3>" in src and "tl::atomic_load<2>" in src and "membar.gl" in ptx
+
+
+@needs_nvcc
+def test_return_prev_in_a_replicated_loop_is_made_once_per_element():
+    # 16 elements over 32 threads: threads 16..31 are replicas, which must not add again
+    ptx, src = ptx_and_source(slots(16))
+    body = src[src.index("main_kernel("):]
+    call = body.index("tl::atomic_add<0>")
+    assert "threadIdx.x) >> 4) == 0" in body[:call], body
+
+
+@needs_nvcc
+def test_block_level_return_prev_reaches_every_thread():
+    ptx, src = ptx_and_source(ticket(5))
+    body = src[src.index("main_kernel("):]
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*tl::store_to", body), body
+    assert "__syncthreads()" in body
+
+
+@needs_nvcc
+def test_simt_kernels_update_per_thread():
+    ptx, src = ptx_and_source(simt_histogram(100, 8))
+    body = src[src.index("main_kernel("):]
+    assert "tl::atomic_add<0>" in body and "== 0)" not in body
+
+
+# on the GPU ---------------------------------------------------------------------------------
+@pytest.mark.gpu
+def test_gpu_ticket_and_slots():
+    c = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.zeros(5, 64, dtype=torch.int32, device="cuda")
+    tilelang.compile(ticket(5), target="cuda")(c, out)
+    assert int(c) == 5
+    assert sorted(out[:, 0].tolist()) == list(range(5)) and (out == out[:, :1]).all()
+    x = torch.tensor([3, -1, 2, 0, 5, 7, -2, 1] * 2, dtype=torch.int32, device="cuda")
+    pos = torch.zeros(16, dtype=torch.int32, device="cuda")
+    cnt = torch.zeros(1, dtype=torch.int32, device="cuda")
+    tilelang.compile(slots(16), target="cuda")(x, pos, cnt)
+    assert int(cnt) == int((x > 0).sum())
+    assert sorted(pos[x > 0].tolist()) == list(range(int(cnt)))
+
+
+@pytest.mark.gpu
+def test_gpu_simt_histogram_and_max_min():
+    x = torch.randint(0, 8, (100,), dtype=torch.int32, device="cuda")
+    h = torch.zeros(8, dtype=torch.int32, device="cuda")
+    tilelang.compile(simt_histogram(100, 8), target="cuda")(x, h)
+    assert torch.equal(h.cpu(), torch.bincount(x.cpu(), minlength=8).int())
+    for dtype in ("float32", "float16", "bfloat16"):
+        t = getattr(torch, dtype)
+        v = torch.randn(6, device="cuda").to(t)
+        m = torch.zeros(2, device="cuda").to(t)
+        old = torch.zeros(6, 2, device="cuda").to(t)
+        tilelang.compile(max_min_prev(6, dtype), target="cuda")(v, m, old)
+        assert m[0] == max(v.max(), 0) and m[1] == min(v.min(), 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lanes,dtype", [(2, "float16"), (2, "bfloat16"), (2, "float32"),
+                                         (4, "float32"), (4, "float16")])
+def test_gpu_addx_matches_cpu(lanes, dtype):
+    t = getattr(torch, dtype)
+    a = torch.randn(4, 16).to(t)
+    b = torch.randn(4, 16).to(t)
+    cpu_b = b.clone()
+    tilelang.compile(addx(lanes, 4, 16, dtype), target="cpu")(a, cpu_b)
+    gpu_b = b.cuda()
+    tilelang.compile(addx(lanes, 4, 16, dtype, order="acq_rel"), target="cuda")(a.cuda(), gpu_b)
+    torch.testing.assert_close(gpu_b.cpu().float(), cpu_b.float(), atol=5e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_load_store():
+    flag = torch.zeros(4, dtype=torch.int32, device="cuda")
+    seen = torch.zeros(4, dtype=torch.int32, device="cuda")
+    tilelang.compile(load_store(4), target="cuda")(flag, seen)
+    assert flag.tolist() == [1, 2, 3, 4] and seen.tolist() == [1, 2, 3, 4]
