@@ -109,7 +109,7 @@ def _emit_all_reduce_array(c):
 ALL_REDUCE_ARRAY = register_device_op(
     "tl.device.all_reduce_array",
     Effect(accesses=(Access((1,), Memory.REGISTER), Access((1,), Memory.REGISTER, write=True),
-                     Access((2,), Memory.SHARED), Access((2,), Memory.SHARED, write=True)),
+                     Access((2,), None), Access((2,), None, write=True)),
            sync=Sync(at_entry=True)),
     _emit_all_reduce_array,
     "combine every thread's copy of a reducer array over a thread group (shuffles, then "

@@ -53,3 +53,40 @@ TL_DEVICE T all_reduce(T x) {
 }
 
 }  // namespace tl
+
+namespace tl {
+
+// T.finalize_reducer: every thread of a group of NTHREADS threads (starting at thread OFFSET,
+// barrier BARRIER as in all_reduce) holds its own N-element array `vals`; combine the arrays
+// element by element and leave the result in every thread's array. Lanes of a warp combine
+// by shuffles; across warps each warp's partial array goes through `scratch`
+// (NTHREADS / 32 * N elements) between barriers of the group, so every thread of the group
+// must call it. NTHREADS is a power of two up to 32 or a multiple of 32.
+template <typename Op, int N, int NTHREADS, int OFFSET = 0, int BARRIER = 0, typename T>
+TL_DEVICE void all_reduce_array(T* vals, T* scratch) {
+  constexpr int kLanes = NTHREADS < 32 ? NTHREADS : 32;
+  static_assert(NTHREADS <= 32 ? (NTHREADS & (NTHREADS - 1)) == 0 : NTHREADS % 32 == 0,
+                "a reducer's thread group is a power of two up to 32 or whole warps");
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+#pragma unroll
+    for (int off = kLanes / 2; off >= 1; off /= 2) vals[e] = Op::apply(vals[e], shfl_xor(vals[e], off));
+  }
+  if constexpr (NTHREADS > 32) {
+    constexpr int kWarps = NTHREADS / 32;
+    const int tid = threadIdx.x - OFFSET;
+    const int warp = tid / 32, lane = tid % 32;
+    group_sync<BARRIER, NTHREADS>();
+    for (int e = lane; e < N; e += 32) scratch[warp * N + e] = vals[e];
+    group_sync<BARRIER, NTHREADS>();
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      T acc = scratch[e];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) acc = Op::apply(acc, scratch[w * N + e]);
+      vals[e] = acc;
+    }
+  }
+}
+
+}  // namespace tl
