@@ -47,7 +47,7 @@ def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) ->
     if is_buffer(x):
         return full_region(x)
     if is_region(x):
-        return x
+        return simplified(x)
     if is_element(x):
         buf = x.source
         idx = list(x.indices)
@@ -76,6 +76,34 @@ def fit_extents(shape: Sequence, ndim: int) -> list | None:
             return None
         ext = [e for k, e in enumerate(ext) if k not in units]
     return [1] * (ndim - len(ext)) + ext
+
+
+def simplified(region: tvm.ir.TensorRegion) -> tvm.ir.TensorRegion:
+    """``region`` with every extent simplified, and made a constant wherever it provably is
+    one: ``A[h0:h1]`` with ``h1 = h0 + 64`` spans 64 elements.  An extent written with kernel
+    scalars is read through their defining values (relying on each being assigned once, which
+    the parser checks, see :class:`ScalarBindings`)."""
+    ranges, changed = [], False
+    for r in region.region:
+        ext = constant_extent(r.extent)
+        changed |= not ext.same_as(r.extent)
+        ranges.append(Range.from_min_extent(r.min, ext) if not ext.same_as(r.extent) else r)
+    return tirx.BufferRegion(region.source, ranges) if changed else region
+
+
+def constant_extent(e):
+    """``e`` simplified; an ``IntImm`` when it is provably constant, also through the defining
+    values of the kernel scalars it reads."""
+    s = _analyzer.simplify(e)
+    if isinstance(s, tirx.IntImm) or not _bindings:
+        return s
+    used: dict = {}
+    s2 = _analyzer.simplify(_substitute_bindings(s, used))
+    if used and isinstance(s2, tirx.IntImm):
+        for k, buf in used.items():
+            _bindings[-1].relied.setdefault(k, (buf, f"{e} == {s2}"))
+        return s2
+    return s
 
 
 def buffer_of(region: tvm.ir.TensorRegion):

@@ -23,7 +23,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu
-from ..errors import LoweringError
+from ..errors import LoweringError, source_location
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
@@ -177,6 +177,21 @@ def _as_loop_vars(indices, loop_vars) -> list[int] | None:
     return pos
 
 
+def check_constant_extents(loop: tirx.For, extents) -> None:
+    """Raise a ``LoweringError`` naming the loop's source line unless every extent of the
+    ``T.Parallel`` nest is a constant (its iterations are spread over threads and registers
+    when the kernel is compiled)."""
+    bad = [e for e in extents if not isinstance(e, tirx.IntImm)]
+    if bad:
+        where = source_location(loop.span)
+        raise LoweringError(
+            f"T.Parallel loop over {list(extents)}: extent {bad[0]} is not a constant; on "
+            "CUDA a T.Parallel nest is spread over threads and registers when the kernel is "
+            "compiled, so its extents must be known then (Python ints or jit parameters; "
+            "guard the tail with an if inside a constant-extent loop instead)"
+            + (f"\n  {where}" if where else ""))
+
+
 class _Collect:
     def __init__(self):
         self.ops: list = []
@@ -205,6 +220,7 @@ class _Collect:
         elif isinstance(s, tirx.For):
             if s.kind == tirx.ForKind.PARALLEL:
                 vars_, exts, body = peel_parallel(s)
+                check_constant_extents(s, exts)
                 inner = set()
                 tvm_ffi.structural_walk(body, (tirx.For, lambda f: inner.add(key(f.loop_var))))
                 stored = set()

@@ -30,7 +30,7 @@ from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import REG, Fragment, check_ownership, check_replicas_written, is_replicated
 from ..ir_utils import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
-from .layout_inference import FRAGMENT, key
+from .layout_inference import FRAGMENT, check_constant_extents, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
 
@@ -80,6 +80,7 @@ class _Kernel(StmtMutator):
 
     def partition(self, loop, lay: Fragment):
         vars_, exts, body = peel_parallel(loop)
+        check_constant_extents(loop, exts)
         body = self(body)  # nested statements (serial loops inside) first
         ext = [int(e) for e in exts]
         if ext != list(lay.shape):
