@@ -46,8 +46,10 @@ class AutoTuner:
         from ..jit import _JITFunction
 
         self.compile_args = dict(_COMPILE_DEFAULTS)
-        if isinstance(fn, _JITFunction):
+        self.eager = is_eager_function(fn)  # tensors in, outputs made with T.empty
+        if isinstance(fn, _JITFunction) or self.eager:
             self.compile_args.update(fn.options)
+        if isinstance(fn, _JITFunction):
             fn = fn.fn
         self.fn = fn
         # a generator or other one-shot iterable is read once, here
@@ -145,7 +147,10 @@ class AutoTuner:
         sig = _signature(self.fn)
         if sig is None:
             return set(self._kwargs)
-        return set(sig.bind_partial(*self._args, **self._kwargs).arguments)
+        kwargs = self._kwargs
+        if self.eager:  # the other keywords are T.const sizes
+            kwargs = {k: v for k, v in kwargs.items() if k in sig.parameters}
+        return set(sig.bind_partial(*self._args, **kwargs).arguments)
 
     def run(self, warmup: float | None = None, rep: float | None = None,
             timeout: float | None = None) -> AutotuneResult:
@@ -186,6 +191,12 @@ class AutoTuner:
         from ..engine.target import cuda_available, is_cpu, resolve
 
         opts = dict(self.compile_args)
+        if self.eager:  # its outputs, and the target its tensors' device gives
+            _, eager_opts = self.fn.program(*self._args,
+                                            **{**self._kwargs, **self.candidate_configs()[0]})
+            opts["out_idx"] = eager_opts["out_idx"]
+            if opts["target"] in (None, "auto"):
+                opts["target"] = eager_opts["target"]
         target = resolve(opts["target"])
         if opts.get("target_host") is not None:
             target = target.with_host(resolve(opts["target_host"]))
@@ -198,6 +209,8 @@ class AutoTuner:
     def _build(self, cfg: dict):
         from tvm import tirx
 
+        if self.eager:
+            return self.fn.program(*self._args, **{**self._kwargs, **cfg})[0]
         func = self.fn(*self._args, **{**self._kwargs, **cfg})
         if not isinstance(func, tirx.PrimFunc):
             raise TypeError(f"autotune {self.name}: {self.name}(**{cfg}) returned "
@@ -302,6 +315,14 @@ class AutoTuner:
                                 "device": tuning_cache.device_of(options["target"])})
         return AutotuneResult(configs[i], ms, kernels[i], listed, False,
                               None if path is None else str(path))
+
+
+def is_eager_function(fn: Callable) -> bool:
+    """Whether ``fn`` is an eager ``@tilelang.jit`` function (called with tensors, returning
+    its outputs), whose candidates are built with ``fn.program``."""
+    from ..jit.eager import EagerJITFunction
+
+    return isinstance(fn, EagerJITFunction)
 
 
 def _signature(fn: Callable) -> inspect.Signature | None:

@@ -120,6 +120,18 @@ class EagerJITFunction:
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         return self.compile(*args, **kwargs).get_kernel_source()
 
+    def program(self, *args: Any, **kwargs: Any) -> tuple[tirx.PrimFunc, dict]:
+        """The ``T.prim_func`` these arguments build and the ``tilelang.compile`` keywords
+        ``.compile`` would use for it (its outputs as ``out_idx``, the target the tensors'
+        device gives); for tools that compile it themselves, like the autotuner."""
+        values, tensors, consts = self._split(args, dict(kwargs), require_tensors=False)
+        consts.update(self._bind_sizes(values, tensors))
+        func, n_outputs = self._build(values, consts)[:2]
+        n = len(func.params)
+        opts = {k: v for k, v in self.options.items() if k not in ("out_idx", "target")}
+        return func, dict(opts, out_idx=list(range(n - n_outputs, n)),
+                          target=self._target(tensors))
+
     def par_compile(self, configs: Sequence, num_workers: int | None = None,
                     ignore_error: bool = False) -> list:
         """``.compile`` each configuration (a dict of keyword arguments or a tuple of
