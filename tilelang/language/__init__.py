@@ -19,9 +19,9 @@ from .intrinsics import *  # T.clamp, T.sync_threads, T.__exp ...
 
 from ..layout import Fragment, Layout  # the tile layouts, not TVM's tirx.Layout
 from ..ops.annotate import annotate_layout, use_swizzle
-from ..ops.atomic import atomic_add, atomic_max, atomic_min
-from ..ops.atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
-from ..ops.reducer import alloc_reducer, finalize_reducer
+from .atomic import atomic_add, atomic_max, atomic_min
+from .atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
+from .reducer import alloc_reducer, finalize_reducer
 from ..ops.copy import copy
 from ..ops.cumsum import cumsum
 from ..ops.fill import clear, fill

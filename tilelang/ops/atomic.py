@@ -9,6 +9,9 @@ with a tile ``value`` stands for the region of ``value``'s shape starting there,
 makes the call an expression: the element's value before this update.  ``memory_order`` is
 one of ``cuda::memory_order``'s names (``"relaxed"`` ... ``"seq_cst"``).
 
+``per_thread`` (set by the language layer for kernels that read raw thread indices): an element
+update outside ``T.Parallel`` is made by every thread that runs it, not once per block.
+
 An expression form (``return_prev=True``, ``T.atomic_load``) becomes a statement placed where
 the statement that contains it runs, which stores into a fresh per-thread variable; the
 expression reads that variable.  In a ``while`` condition it would be taken once, before the
@@ -62,14 +65,6 @@ def _memory_order(memory_order: Any, opname: str, default: str) -> int:
                    f"its cuda::memory_order number), got {memory_order!r}")
 
 
-def _simt() -> bool:
-    """Whether the enclosing kernel reads raw thread indices: its scalar statements are then
-    each thread's own, as in CUDA."""
-    from ..language.kernel import _stack
-
-    return bool(_stack) and _stack[-1].reads_thread_index
-
-
 def _emit_with_result(op: Atomic, dtype: str):
     """Place ``op`` as a statement that stores its result into a fresh per-thread variable
     and return the read of that variable."""
@@ -93,7 +88,7 @@ def _scalar_value(value: Any, dtype: str):
 
 
 def _atomic(kind: str, dst: Any, value: Any, memory_order: Any = None,
-            return_prev: bool = False):
+            return_prev: bool = False, per_thread: bool = False):
     opname = f"T.atomic_{kind}"
     order = _memory_order(memory_order, opname, "relaxed")
     value = getattr(value, "scalar", value)
@@ -114,30 +109,30 @@ def _atomic(kind: str, dst: Any, value: Any, memory_order: Any = None,
             raise TileOpError(f"{opname}: a scalar value needs a single-element destination, "
                               f"got {R.describe(d)}")
         v = _scalar_value(value, R.buffer_of(d).dtype)
-    op = Atomic(kind=kind, dst=d, value=v, order=order, per_thread=int(_simt()))
+    op = Atomic(kind=kind, dst=d, value=v, order=order, per_thread=int(per_thread))
     if return_prev:
         return _emit_with_result(op, R.buffer_of(d).dtype)
     return op.to_call()
 
 
 def atomic_add(dst: Any, value: Any, memory_order: str | None = None,
-               return_prev: bool = False, use_tma: bool = False):
+               return_prev: bool = False, use_tma: bool = False, per_thread: bool = False):
     """``dst += value`` atomically (element or region).  With ``return_prev=True`` (element
     form) the call is the element's value before the add.  ``use_tma`` is accepted for the
     public API; the add is made with atomics either way (same result)."""
-    return _atomic("add", dst, value, memory_order, return_prev)
+    return _atomic("add", dst, value, memory_order, return_prev, per_thread)
 
 
 def atomic_max(dst: Any, value: Any, memory_order: str | None = None,
-               return_prev: bool = False):
+               return_prev: bool = False, per_thread: bool = False):
     """``dst = max(dst, value)`` atomically (element or region)."""
-    return _atomic("max", dst, value, memory_order, return_prev)
+    return _atomic("max", dst, value, memory_order, return_prev, per_thread)
 
 
 def atomic_min(dst: Any, value: Any, memory_order: str | None = None,
-               return_prev: bool = False):
+               return_prev: bool = False, per_thread: bool = False):
     """``dst = min(dst, value)`` atomically (element or region)."""
-    return _atomic("min", dst, value, memory_order, return_prev)
+    return _atomic("min", dst, value, memory_order, return_prev, per_thread)
 
 
 def _lanes_region(x: Any, lanes: int, opname: str, role: str):
@@ -160,7 +155,8 @@ def _lanes_region(x: Any, lanes: int, opname: str, role: str):
                       f"consecutive ones) or a slice of {lanes} elements, got {x!r}")
 
 
-def _atomic_addx(lanes: int, dst: Any, value: Any, memory_order: Any, return_prev: bool):
+def _atomic_addx(lanes: int, dst: Any, value: Any, memory_order: Any, return_prev: bool,
+                 per_thread: bool):
     opname = f"T.atomic_addx{lanes}"
     if return_prev:
         raise TileOpError(f"{opname}: return_prev=True is for the scalar T.atomic_add only")
@@ -168,22 +164,22 @@ def _atomic_addx(lanes: int, dst: Any, value: Any, memory_order: Any, return_pre
     v = _lanes_region(value, lanes, opname, "value")
     order = _memory_order(memory_order, opname, "relaxed")
     return Atomic(kind="add", dst=d, value=v, order=order, lanes=lanes,
-                  per_thread=int(_simt())).to_call()
+                  per_thread=int(per_thread)).to_call()
 
 
 def atomic_addx2(dst: Any, value: Any, return_prev: bool = False,
-                 memory_order: str | None = None):
+                 memory_order: str | None = None, per_thread: bool = False):
     """``dst[..., j:j+2] += value[..., j:j+2]`` atomically, from the first elements ``dst``
     and ``value`` (or 2-element slices); one packed instruction for float16 / bfloat16 (and
     float32 on sm_90) when ``dst`` is aligned to the pair."""
-    return _atomic_addx(2, dst, value, memory_order, return_prev)
+    return _atomic_addx(2, dst, value, memory_order, return_prev, per_thread)
 
 
 def atomic_addx4(dst: Any, value: Any, return_prev: bool = False,
-                 memory_order: str | None = None):
+                 memory_order: str | None = None, per_thread: bool = False):
     """``dst[..., j:j+4] += value[..., j:j+4]`` atomically (see :func:`atomic_addx2`; float32
     uses one ``float4`` atomic on sm_90 when aligned to 16 bytes)."""
-    return _atomic_addx(4, dst, value, memory_order, return_prev)
+    return _atomic_addx(4, dst, value, memory_order, return_prev, per_thread)
 
 
 def atomic_load(src: Any, memory_order: str = "seq_cst"):
@@ -196,14 +192,14 @@ def atomic_load(src: Any, memory_order: str = "seq_cst"):
     return _emit_with_result(op, dtype)
 
 
-def atomic_store(dst: Any, src: Any, memory_order: str = "seq_cst"):
+def atomic_store(dst: Any, src: Any, memory_order: str = "seq_cst", per_thread: bool = False):
     """``dst = src`` (an element and a scalar), stored atomically with ``memory_order``."""
     opname = "T.atomic_store"
     d = _scalar_dst(dst, opname)
     v = _scalar_value(getattr(src, "scalar", src), R.buffer_of(d).dtype)
     return Atomic(kind="store", dst=d, value=v,
                   order=_memory_order(memory_order, opname, "seq_cst"),
-                  per_thread=int(_simt())).to_call()
+                  per_thread=int(per_thread)).to_call()
 
 
 def apply(kind: str, old, new):

@@ -1,4 +1,4 @@
-"""``T.alloc_reducer`` and ``T.finalize_reducer``: a reduction whose contributions each thread
+"""``T.finalize_reducer`` (with ``T.alloc_reducer`` in ``tilelang.language.reducer``): a reduction whose contributions each thread
 accumulates in a copy of its own, combined across the threads at the finalize.
 
 ``alloc_reducer(shape, dtype, op, replication="all")`` (also the default) gives every thread
@@ -16,39 +16,15 @@ write), and the finalize has nothing to combine.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
-
 from tvm import tirx
 
 from ..device import atomics as device
-from ..errors import DSLError, LoweringError, TileOpError
+from ..errors import LoweringError
 from . import region as R
 from .base import LowerContext, TileOp, register
 
 OPS = ("sum", "max", "min")
-REPLICATIONS = (None, "all", "none")
 _COMBINE = {"sum": "tl::SumOp", "max": "tl::MaxOp", "min": "tl::MinOp"}
-# the reducers allocated while a program is parsed, and their ops (keyed by the buffer)
-_allocated: dict = {}
-
-
-def alloc_reducer(shape: Sequence | int, dtype: Any, op: str = "sum", replication: str | None = None):
-    """A reducer of ``shape`` combining with ``op`` (``"sum"``, ``"max"`` or ``"min"``).  Fill
-    it with the op's identity (0 for sum: every thread's copy is counted; ``T.min_value`` for
-    max, ``T.max_value`` for min), update it, then ``T.finalize_reducer`` it."""
-    from ..language.allocate import alloc_fragment, alloc_local
-
-    if op not in OPS:
-        raise DSLError(f"T.alloc_reducer: op must be one of {', '.join(OPS)}, got {op!r}")
-    if replication not in REPLICATIONS:
-        raise DSLError(f"T.alloc_reducer: replication must be 'all' or 'none', got "
-                       f"{replication!r}")
-    if replication == "none":
-        buf = alloc_fragment(shape, dtype)
-    else:
-        buf = alloc_local(shape, dtype)
-    _allocated[buf] = op
-    return buf
 
 
 @register
@@ -60,15 +36,9 @@ class FinalizeReducer(TileOp):
     fields = ("reducer", "kind")
 
 
-def finalize_reducer(reducer: Any, batch: int = 1):
-    """Combine the threads' copies of ``reducer`` (from ``T.alloc_reducer``).  ``batch`` is
-    accepted for the public API: all elements are combined in one pass."""
-    opname = "T.finalize_reducer"
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise DSLError(f"{opname}: batch must be a positive int, got {batch!r}")
-    if not R.is_buffer(reducer) or reducer not in _allocated:
-        raise TileOpError(f"{opname}: expects a buffer from T.alloc_reducer, got {reducer!r}")
-    return FinalizeReducer(reducer=R.full_region(reducer), kind=_allocated[reducer]).to_call()
+def finalize(reducer, kind: str):
+    """The ``tl.finalize_reducer`` call of ``reducer`` (a buffer) combining with ``kind``."""
+    return FinalizeReducer(reducer=R.full_region(reducer), kind=kind).to_call()
 
 
 @FinalizeReducer.lowering("cpu")

@@ -98,5 +98,7 @@ def test_effect_declarations():
     gemm_ss = device.GEMM_SS.effect
     assert [a.memory for a in gemm_ss.reads] == [Memory.SHARED, Memory.REGISTER]
     assert not gemm_ss.writes_visible_memory()
-    assert device.ATOMIC["add"].effect.writes_visible_memory()
+    from tilelang.device import atomics
+
+    assert atomics.RMW["add"].effect.writes_visible_memory()
     assert device.ALL_REDUCE_GROUP.effect.sync.at_entry
