@@ -186,6 +186,35 @@ class Fragment(Layout):
                                 for x in self.dims[dim] if x.kind == THREAD]
         return Fragment.from_factors(shape, dims, reps, name=f"reduce({self.name}, {dim})")
 
+    def window(self, dim: int, extent: int) -> "Fragment | None":
+        """The layout of an aligned window of ``extent`` indices along ``dim`` (indices
+        ``w*extent .. w*extent + extent - 1`` for any ``w``), the same for every window: its
+        digits are ``dim``'s innermost digits spanning ``extent`` (a digit may be split), and
+        it exists only when the digits above them are registers (so every window lies in the
+        same threads); registers are renumbered densely.  ``None`` otherwise."""
+        low, high, span = [], list(self.dims[dim]), 1
+        while high and span < extent:
+            x = high.pop()
+            if span * x.extent <= extent:
+                low.insert(0, x)
+                span *= x.extent
+                continue
+            q = extent // span
+            if extent % span or x.extent % q:
+                return None
+            low.insert(0, Factor(x.dim, q, x.kind, x.stride))
+            high.append(Factor(x.dim, x.extent // q, x.kind, x.stride * q))
+            span = extent
+        if span != extent or any(x.kind != REG and x.extent > 1 for x in high):
+            return None
+        dims = [low if d == dim else fs for d, fs in enumerate(self.dims)]
+        regmap = _compact_regs([x for fs in dims for x in fs if x.kind == REG])
+        dims = [[Factor(x.dim, x.extent, x.kind, regmap[x] if x.kind == REG else x.stride)
+                 for x in fs] for fs in dims]
+        shape = [extent if d == dim else n for d, n in enumerate(self.shape)]
+        return Fragment.from_factors(shape, dims, self.replicas,
+                                     name=f"window({self.name}, {dim}, {extent})")
+
     def reduced_thread_factors(self, dim: int) -> list[Factor]:
         return [x for x in self.dims[dim] if x.kind == THREAD]
 
@@ -378,6 +407,17 @@ def wgmma_operand_a(m: int, k: int, wg_m: int, wg_n: int) -> Fragment:
 def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
     """Whether, for every (thread, register) of ``loop``, the element ``index_fn(idx)`` of
     ``frag`` is held by that thread (numerically, over all threads and registers)."""
+    got = owners(loop, frag, index_fn)
+    if got is None:
+        return True
+    owner, mine, valid = got
+    return bool(np.all((owner == mine) | ~valid))
+
+
+def owners(loop: Fragment, frag: Fragment, index_fn: Callable):
+    """Over the (thread, register) grid of ``loop``: the thread (replica digits cleared) that
+    holds element ``index_fn(idx)`` of ``frag``, the computing thread likewise cleared, and
+    where the element is in bounds; ``None`` when ``index_fn`` gives no element."""
     tx = np.arange(loop.num_threads)[:, None]
     r = np.arange(loop.num_regs)[None, :]
     idx = _np_inverse(loop, tx, r)
@@ -402,7 +442,7 @@ def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
     mine = np.broadcast_to(tx, shape).copy()
     for x in frag.replicas:
         mine -= ((mine // x.stride) % x.extent) * x.stride
-    return bool(np.all((owner == mine) | ~valid))
+    return owner, mine, valid
 
 
 def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
@@ -460,5 +500,5 @@ def _np_inverse(f: Fragment, tx, r) -> list:
 
 
 __all__ = ["Factor", "Fragment", "elementwise", "mma_accumulator", "wgmma_accumulator",
-           "wgmma_operand_a", "check_ownership", "check_replicas_written", "replicated", "is_replicated",
+           "wgmma_operand_a", "check_ownership", "owners", "check_replicas_written", "replicated", "is_replicated",
            "THREAD", "REG"]

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 import tvm
 import tvm_ffi
 from tvm import tirx
+from tvm.sym import Analyzer
 
 from ..engine.target import is_cpu
 from ..errors import LoweringError, source_location
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
-from ..ir_utils import StmtMutator, peel_parallel
+from ..ir_utils import StmtMutator, peel_parallel, uses_var
 from ..ops import decode
 from ..ops import region as R
 from . import pass_config
@@ -162,6 +163,10 @@ def fragment_accesses(body) -> list:
 
     tvm_ffi.structural_walk(body, [(tvm.ir.TensorLoad, on_load), (tirx.BufferStore, on_store)])
     return out
+
+
+def is_zero(e) -> bool:
+    return isinstance(e, tirx.IntImm) and int(e) == 0
 
 
 def _as_loop_vars(indices, loop_vars) -> list[int] | None:
@@ -322,7 +327,10 @@ def _size(buf) -> int:
 
 def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
     """The loop's layout read off a fragment access: indices that are the loop vars in order,
-    with dims indexed by serial loops inside the body (or constants) reduced away."""
+    with dims indexed by serial loops inside the body (or constants) reduced away.  An index
+    ``v + w * extent(v)`` (``w`` fixed for the loop's run, e.g. an enclosing serial loop's
+    variable) reads an aligned window of the dim: the loop takes the window's layout when
+    every window lies in the same threads (the digits above it are registers)."""
     keys = [key(v) for v in lp.vars]
     pos, drop = [], []
     for d, e in enumerate(idx):
@@ -331,12 +339,38 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
         elif (isinstance(e, tvm.ir.Var) and key(e) in lp.inner) or isinstance(e, tirx.IntImm):
             drop.append(d)
         else:
-            return None
+            k = _windowed_var(e, lp)
+            if k is None:
+                return None
+            lay = lay.window(d, R.as_int(lp.extents[k]))
+            if lay is None:
+                return None
+            pos.append(k)
     if pos != list(range(len(lp.vars))):
         return None
     for d in reversed(drop):
         lay = lay.reduce(d)
     return lay
+
+
+def _windowed_var(e, lp: _Loop) -> int | None:
+    """The position of loop var ``v`` when ``e`` is ``v + rest`` with ``rest`` a multiple of
+    ``v``'s extent that no loop var (nor a serial loop inside the body) changes."""
+    hits = [k for k, v in enumerate(lp.vars) if uses_var(e, v)]
+    if len(hits) != 1:
+        return None
+    k, ext = hits[0], R.as_int(lp.extents[hits[0]])
+    a = Analyzer()
+    rest = a.simplify(e - lp.vars[k])
+    if uses_var(rest, lp.vars[k]) or ext is None:
+        return None
+    inner = []
+    tvm_ffi.structural_walk(rest, (tvm.ir.Var, inner.append))
+    if any(key(v) in lp.inner for v in inner):
+        return None
+    if not is_zero(a.simplify(tirx.floormod(rest, ext))):
+        return None
+    return k
 
 
 def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment | None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -28,7 +30,8 @@ from ..device.thread_group import ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
-from ..layout.fragment import REG, Fragment, check_ownership, check_replicas_written, is_replicated
+from ..layout.fragment import (REG, Fragment, check_replicas_written, is_replicated,
+                               owners)
 from ..ir_utils import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, check_constant_extents, key
 from .np_eval import NotEvaluable, np_eval
@@ -45,6 +48,7 @@ class _Kernel(StmtMutator):
         self.tx = tx
         self.group: ThreadGroup | None = None  # the T.ws region being rewritten, if any
         self.frags: dict[int, tuple] = {}  # key -> (buffer, layout, local buffer)
+        self.outer: list[tuple] = []  # (var, min, extent) of the constant-bound loops around
 
     def rank(self):
         """The thread's index in the group running the code (``tx`` for the block)."""
@@ -75,7 +79,14 @@ class _Kernel(StmtMutator):
     # loops --------------------------------------------------------------------------------
     def visit_For(self, s):
         if s.kind != tirx.ForKind.PARALLEL or "tl.loop_layout" not in s.annotations:
-            return self.generic(s)
+            bounded = isinstance(s.min, tirx.IntImm) and isinstance(s.extent, tirx.IntImm)
+            if bounded:  # a T.Parallel body may index fragments by this loop's variable
+                self.outer.append((s.loop_var, int(s.min), int(s.extent)))
+            try:
+                return self.generic(s)
+            finally:
+                if bounded:
+                    self.outer.pop()
         return self.partition(s, codec.decode(s.annotations["tl.loop_layout"]))
 
     def partition(self, loop, lay: Fragment):
@@ -126,7 +137,7 @@ class _Kernel(StmtMutator):
         vars are substituted), checking each element lives in the computing thread."""
         vkeys = [key(v) for v in loop_vars]
 
-        inner = _inner_loops(body)
+        inner = _inner_loops(body) + self.outer
 
         stores = []
         tvm_ffi.structural_walk(body, (tirx.BufferStore, stores.append))
@@ -161,7 +172,7 @@ class _Kernel(StmtMutator):
         if combos > 4096:
             raise LoweringError(f"fragment {buf.name}[{shown}]: too many inner-loop values to "
                                 "check its ownership; make the inner loop a T.Parallel dim")
-        ok = True
+        ok, tables = True, []
         for values in itertools.product(*[range(lo, lo + n) for _, lo, n in used]):
             fixed = {key(v): x for (v, _, _), x in zip(used, values)}
 
@@ -177,18 +188,62 @@ class _Kernel(StmtMutator):
                         "variables and constant-bound serial loops inside it (stage the data "
                         "in shared memory for other access patterns)") from None
 
-            ok = ok and check_ownership(loop_lay, lay, index_fn)
+            got = owners(loop_lay, lay, index_fn)
+            if got is not None:
+                owner, mine, valid = got
+                tables.append((owner, valid))
+                ok = ok and bool(np.all((owner == mine) | ~valid))
             if ok and write and not check_replicas_written(loop_lay, lay, index_fn):
                 raise LoweringError(
                     f"fragment {buf.name}[{shown}] is written in a T.Parallel loop whose "
                     f"layout {loop_lay} leaves some of the threads holding a copy of the "
                     f"element (fragment layout {lay}) without the new value; write it in a "
                     "loop of its own")
+        outer = [v for v, _, _ in self.outer if any(uses_var(e, v) for e in indices)]
+        if not ok and outer and _owner_varies(tables):
+            names = ", ".join(v.name for v in outer)
+            runs = [f"{_thread_span(lay, d)} along dim {d}" for d, e in enumerate(indices)
+                    if any(uses_var(e, v) for v in outer)]
+            raise LoweringError(
+                f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop inside "
+                f"a loop over {names}, and the thread holding the element changes with "
+                f"{names} (fragment layout {lay}): no partition of the T.Parallel loop computes "
+                f"it on its owner for every {names}; make the T.Parallel extent along that "
+                f"dim a multiple of the span of the fragment's threads there ({', '.join(runs)}; "
+                "then the outer loop steps over registers only), or stage the data in shared "
+                "memory")
         if not ok:
             raise LoweringError(
                 f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop whose "
                 f"layout {loop_lay} puts that work on threads that do not hold the element "
                 f"(fragment layout {lay})")
+
+
+def _thread_span(lay: Fragment, dim: int) -> int:
+    """How many consecutive indices of ``dim`` the layout's innermost digits span up to and
+    including its outermost thread digit there (the digits above it are registers)."""
+    span, out = 1, 1
+    for x in reversed(lay.dims[dim]):
+        span *= x.extent
+        if x.kind != REG and x.extent > 1:
+            out = span
+    return out
+
+
+def _owner_varies(tables: list) -> bool:
+    """Whether some (thread, register) of a loop finds its element in different threads for
+    different values of the serial loops its index uses (then no loop layout can work)."""
+    first, seen = None, None
+    for owner, valid in tables:
+        if first is None:
+            first, seen = owner.copy(), valid.copy()
+            continue
+        both = seen & valid
+        if np.any(both & (owner != first)):
+            return True
+        first = np.where(seen, first, owner)
+        seen |= valid
+    return False
 
 
 def _inner_loops(body) -> list:
