@@ -33,17 +33,18 @@ class StmtMutator:
     def generic(self, s):
         if isinstance(s, tirx.SeqStmt):
             return seq(self.visit(x) for x in s.seq)
+        # rebuilt nodes keep their span: later errors name the user's source line
         if isinstance(s, tirx.For):
             body = self(s.body)
             return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                            s.annotations, s.step)
+                            s.annotations, s.step, span=s.span)
         if isinstance(s, tirx.AttrStmt):
-            return tirx.AttrStmt(s.node, s.attr_key, s.value, self(s.body))
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, self(s.body), span=s.span)
         if isinstance(s, tirx.IfThenElse):
             els = self.visit(s.else_case) if s.else_case is not None else None
-            return tirx.IfThenElse(s.condition, self(s.then_case), els)
+            return tirx.IfThenElse(s.condition, self(s.then_case), els, span=s.span)
         if isinstance(s, tirx.While):
-            return tirx.While(s.condition, self(s.body))
+            return tirx.While(s.condition, self(s.body), span=s.span)
         return s
 
 

@@ -20,7 +20,7 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (check_bounds, debug_barriers, pass_config, round_storage,
-                         warp_specialize)
+                         scalar_bindings, warp_specialize)
 
 NAME = "tilelang"
 
@@ -30,6 +30,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
     from ..language.view import CheckTileViews
 
     return [
+        scalar_bindings.ScalarBindings(),
         CheckTileViews(),
         tl_transform.LayoutInference(),
         warp_specialize.WarpSpecialize(),

@@ -165,6 +165,16 @@ def build(func: tirx.PrimFunc, target: Target) -> tuple[Any, str | None]:
 
     name = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs else "main"
     mod = tvm.IRModule({name: func})
-    with original_errors(), cuda.building(target, _prelude_of(func)) as b:
-        rt_mod = tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
+    try:
+        with original_errors(), cuda.building(target, _prelude_of(func)) as b:
+            rt_mod = tvm.compile(mod, target=target, tir_pipeline=pipeline.NAME)
+    except tvm.error.InternalError as err:  # a TVM check failed on IR we produced
+        from ..errors import LoweringError
+
+        what = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+        raise LoweringError(
+            f"kernel {name}: TVM failed an internal check while building it for "
+            f"{target.kind.name} ({what or type(err).__name__}); tilelang produced IR that TVM "
+            f"does not handle, a tilelang bug. Set TILELANG_DUMP_IR=<folder> (with "
+            f"TILELANG_DISABLE_CACHE=1) to see the IR after each pass") from err
     return rt_mod, (b.sources[-1] if b.sources else None)

@@ -134,3 +134,28 @@ def test_get_ptx_honours_the_kernels_fast_math_config():
                             pass_configs={"tl.enable_fast_math": True}).get_ptx()
     assert "div.rn.f32" in exact
     assert "div.rn.f32" not in fast
+
+
+def test_a_failed_tvm_check_is_a_lowering_error(monkeypatch):
+    """A TVM internal check failing on IR we produced (an InternalError from its codegen) comes
+    out as a LoweringError naming the kernel and telling how to see the IR."""
+    import tvm
+
+    import tilelang
+    import tilelang.language as T
+    from tilelang.errors import LoweringError
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=16):
+            for i in T.Parallel(16):
+                A[i] = A[i] + 1
+
+    def broken(*args, **kwargs):
+        raise tvm.error.InternalError("Check failed: (p.has_value()) is false:")
+
+    monkeypatch.setattr(tvm, "compile", broken)
+    monkeypatch.setenv("TILELANG_DISABLE_CACHE", "1")  # a cached kernel would not build
+    with pytest.raises(LoweringError, match=r"kernel main: TVM failed an internal check .*"
+                                            r"p\.has_value.*TILELANG_DUMP_IR"):
+        tilelang.compile(main, target="llvm")
