@@ -414,41 +414,10 @@ def check_ownership(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
     return bool(np.all((owner == mine) | ~valid))
 
 
-def owners(loop: Fragment, frag: Fragment, index_fn: Callable):
-    """Over the (thread, register) grid of ``loop``: the thread (replica digits cleared) that
-    holds element ``index_fn(idx)`` of ``frag``, the computing thread likewise cleared, and
-    where the element is in bounds; ``None`` when ``index_fn`` gives no element."""
-    tx = np.arange(loop.num_threads)[:, None]
-    r = np.arange(loop.num_regs)[None, :]
-    idx = _np_inverse(loop, tx, r)
-    shape = np.broadcast(tx, r).shape
-    idx = [np.broadcast_to(i, shape) for i in idx]
-    valid = np.ones(shape, dtype=bool)
-    for d, s in enumerate(loop.shape):
-        valid &= idx[d] < s
-    tgt = index_fn(idx)
-    if tgt is None:
-        return True
-    tgt = [np.broadcast_to(np.asarray(t), shape) for t in tgt]
-    for d, s in enumerate(frag.shape):
-        valid &= (tgt[d] >= 0) & (tgt[d] < s)
-    owner = np.zeros(shape, dtype=np.int64)
-    for d, fs in enumerate(frag.dims):
-        inner = 1
-        for x in reversed(fs):
-            if x.kind == THREAD:
-                owner += ((tgt[d] // inner) % x.extent) * x.stride
-            inner *= x.extent
-    mine = np.broadcast_to(tx, shape).copy()
-    for x in frag.replicas:
-        mine -= ((mine // x.stride) % x.extent) * x.stride
-    return owner, mine, valid
-
-
-def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
-    """Whether a ``T.Parallel`` loop partitioned by ``loop`` that writes ``frag`` at
-    ``index_fn(idx)`` has every thread holding a copy of a written element write it (so the
-    copies of a replicated fragment stay equal)."""
+def _targets(loop: Fragment, frag: Fragment, index_fn: Callable):
+    """Over the (thread, register) grid of ``loop``: the thread index column, the grid shape,
+    where the element ``index_fn(idx)`` of ``frag`` is in bounds, and that element's
+    coordinates; ``None`` when ``index_fn`` gives no element."""
     tx = np.arange(loop.num_threads)[:, None]
     r = np.arange(loop.num_regs)[None, :]
     shape = np.broadcast(tx, r).shape
@@ -458,10 +427,51 @@ def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -
         valid &= idx[d] < s
     tgt = index_fn(idx)
     if tgt is None:
-        return True
+        return None
     tgt = [np.broadcast_to(np.asarray(t), shape) for t in tgt]
     for d, s in enumerate(frag.shape):
         valid &= (tgt[d] >= 0) & (tgt[d] < s)
+    return tx, shape, valid, tgt
+
+
+def _owner_of(frag: Fragment, coords) -> np.ndarray:
+    """The thread (replica digits cleared) that holds the elements at ``coords``."""
+    owner = np.zeros(np.shape(coords[0]), dtype=np.int64)
+    for d, fs in enumerate(frag.dims):
+        inner = 1
+        for x in reversed(fs):
+            if x.kind == THREAD:
+                owner += ((coords[d] // inner) % x.extent) * x.stride
+            inner *= x.extent
+    return owner
+
+
+def _without_replicas(frag: Fragment, t) -> np.ndarray:
+    base = np.array(t, copy=True)
+    for x in frag.replicas:
+        base -= ((base // x.stride) % x.extent) * x.stride
+    return base
+
+
+def owners(loop: Fragment, frag: Fragment, index_fn: Callable):
+    """Over the (thread, register) grid of ``loop``: the thread (replica digits cleared) that
+    holds element ``index_fn(idx)`` of ``frag``, the computing thread likewise cleared, and
+    where the element is in bounds; ``None`` when ``index_fn`` gives no element."""
+    got = _targets(loop, frag, index_fn)
+    if got is None:
+        return None
+    tx, shape, valid, tgt = got
+    return _owner_of(frag, tgt), _without_replicas(frag, np.broadcast_to(tx, shape)), valid
+
+
+def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -> bool:
+    """Whether a ``T.Parallel`` loop partitioned by ``loop`` that writes ``frag`` at
+    ``index_fn(idx)`` has every thread holding a copy of a written element write it (so the
+    copies of a replicated fragment stay equal)."""
+    got = _targets(loop, frag, index_fn)
+    if got is None:
+        return True
+    tx, shape, valid, tgt = got
     flat = np.zeros(shape, dtype=np.int64)
     for d, s in enumerate(frag.shape):
         flat = flat * s + np.clip(tgt[d], 0, s - 1)
@@ -471,18 +481,8 @@ def check_replicas_written(loop: Fragment, frag: Fragment, index_fn: Callable) -
     written[rows[valid], flat[valid]] = True
     elems = np.unique(flat[valid])
     # the holders of element e: the threads whose non-replica digits equal its owner
-    grids = np.unravel_index(elems, frag.shape)
-    owner = np.zeros(len(elems), dtype=np.int64)
-    for d, fs in enumerate(frag.dims):
-        inner = 1
-        for x in reversed(fs):
-            if x.kind == THREAD:
-                owner += ((grids[d] // inner) % x.extent) * x.stride
-            inner *= x.extent
-    t = np.arange(frag.num_threads)
-    base = t.copy()
-    for x in frag.replicas:
-        base -= ((t // x.stride) % x.extent) * x.stride
+    owner = _owner_of(frag, np.unravel_index(elems, frag.shape))
+    base = _without_replicas(frag, np.arange(frag.num_threads))
     holders = base[:, None] == owner[None, :]
     return bool(np.all(written[:frag.num_threads][:, elems] | ~holders))
 
