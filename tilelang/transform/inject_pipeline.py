@@ -45,6 +45,7 @@ from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
+from .plan_shared_memory import footprint, smem_limit, tile_bytes
 from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
@@ -188,7 +189,37 @@ class _Pipeline(StmtMutator):
             return plain
         if WS_ROLE in s.annotations:
             return self.rewrite_specialized(s, stmts, sched)
+        sched = self.fitting(s, stmts, sched)
+        if sched is None:
+            return plain
         return self.rewrite(s, stmts, sched)
+
+    def ring_bytes(self, stmts, sched: schedule.Schedule, stages: int) -> int:
+        """Shared memory the kernel needs with this loop's new tiles in ``stages`` copies (the
+        kernel's tiles once each, plus the copies of tiles earlier loops staged)."""
+        extra = sum((int(new.shape[0]) - 1) * tile_bytes(old)
+                    for old, new in self.staged.values())
+        fresh = {_key(b): b for i in sched.producers for b in _written_shared_buffers(stmts[i])
+                 if _key(b) not in self.staged}
+        return footprint(self.func_body) + extra + \
+            (stages - 1) * sum(tile_bytes(b) for b in fresh.values())
+
+    def fitting(self, s, stmts, sched: schedule.Schedule) -> schedule.Schedule | None:
+        """``sched`` with as many stages as fit in shared memory (``None``: not even two; the
+        loop runs plainly), with a debug log when that is fewer than asked."""
+        if self.target is None or self.target.kind.name != "cuda":
+            return sched
+        limit, _ = smem_limit(self.target)
+        n = sched.num_stages
+        while n >= 2 and self.ring_bytes(stmts, sched, n) > limit:
+            n -= 1
+        if n != sched.num_stages:
+            log.debug("T.Pipelined loop over %s: %d stages do not fit the %d bytes of shared "
+                      "memory; %s", s.loop_var.name, sched.num_stages, limit,
+                      f"{n} stages" if n >= 2 else "not pipelined")
+        if n < 2:
+            return None
+        return schedule.Schedule(n, sched.stage, sched.order) if n != sched.num_stages else sched
 
     def stage_buffers(self, stmts, sched: schedule.Schedule) -> dict:
         """old key -> the ``num_stages``-deep copy of each tile the producers write (one copy

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu
@@ -51,6 +52,27 @@ def smem_limit(target) -> tuple[int, str]:
 
 def _key(x):
     return x.__chandle__()
+
+
+def tile_bytes(buf) -> int:
+    """Bytes of a shared tile with a constant shape (0 for another)."""
+    if not all(isinstance(x, tirx.IntImm) for x in buf.shape):
+        return 0
+    return int(np.prod([int(x) for x in buf.shape])) * max(1, tvm.DataType(buf.dtype).bits // 8)
+
+
+def footprint(body) -> int:
+    """An upper estimate of the shared memory ``body``'s tiles take once planned (each tile
+    rounded up to the 1024-byte alignment a swizzled tile may need)."""
+    total = 0
+
+    def on_alloc(a):
+        nonlocal total
+        if a.buffer.scope() in SHARED:
+            total += (tile_bytes(a.buffer) + 1023) // 1024 * 1024
+
+    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, on_alloc))
+    return total
 
 
 class _Collect(StmtMutator):

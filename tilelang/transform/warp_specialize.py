@@ -63,6 +63,7 @@ from .inject_pipeline import _Pipeline, _written_shared_buffers
 from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
+from .plan_shared_memory import footprint, smem_limit, tile_bytes
 
 log = logging.getLogger("tilelang")
 
@@ -378,6 +379,19 @@ class _Kernels(StmtMutator):
                 continue
             chosen[_key(loop)] = len(chosen)
             producer_stmts[_key(loop)] = [stmts[i] for i in sched.producers]
+        if chosen:  # the rings of the chosen loops must fit in shared memory
+            limit, _ = smem_limit(self.target)
+            staged = {}
+            for loop in loops:
+                if _key(loop) in chosen:
+                    n = int(loop.annotations["num_stages"])
+                    for st in producer_stmts[_key(loop)]:
+                        for b in _written_shared_buffers(st):
+                            staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], n), b
+            need = footprint(body) + sum((n - 1) * tile_bytes(b) for n, b in staged.values())
+            if need > limit:
+                return off(f"the stage rings would need {need} bytes of shared memory, more "
+                           f"than the {limit} allowed")
         # the producer must reach each chosen loop and own its tiles
         top = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
         hoisted = [x for x in top if isinstance(x, tirx.AllocBuffer) and
