@@ -54,17 +54,19 @@ def launch_registers(threads: int) -> int:
 # of this op with (role, count), role 0 the producer, 1 the consumers; ``WarpSpecialize``
 # reads and removes it.
 REGISTER_HINT = "tl.ws_register_hint"
-PRODUCER, CONSUMER = 0, 1
+PRODUCER, CONSUMER, NO_REBALANCE = 0, 1, 2  # NO_REBALANCE: T.disable_warp_group_reg_alloc
 tvm.ir.register_op_attr(REGISTER_HINT, "TCallEffectKind", tirx.CallEffectKind.Opaque.value)
 tvm.ir.register_op_attr(REGISTER_HINT, "TScriptPrinterName", "ws_register_hint")
 
 
 def register_hint(role: int, n: int) -> tirx.Call:
-    what = ("T.annotate_producer_reg_dealloc" if role == PRODUCER
-            else "T.annotate_consumer_reg_alloc")
+    if role == NO_REBALANCE:
+        n = 0
+    else:
+        n = check_count(n, "T.annotate_producer_reg_dealloc" if role == PRODUCER
+                        else "T.annotate_consumer_reg_alloc")
     return tvm.ir.Call(tvm.ir.Op.get(REGISTER_HINT),
-                       [tirx.const(role, "int32"), tirx.const(check_count(n, what), "int32")],
-                       ret_ty="int32")
+                       [tirx.const(role, "int32"), tirx.const(n, "int32")], ret_ty="int32")
 
 
 def hint_of(stmt) -> tuple[int, int] | None:

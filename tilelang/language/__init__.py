@@ -50,7 +50,8 @@ from .parser import prim_func
 from .pointer import make_tensor, ptr
 from .print_op import print
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
-from .registers import annotate_consumer_reg_alloc, annotate_producer_reg_dealloc, set_max_nreg
+from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,
+                        disable_warp_group_reg_alloc, set_max_nreg)
 from .symbolic import dynamic, symbolic
 from .view import reshape, view
 from .warpgroup import wait_wgmma, ws

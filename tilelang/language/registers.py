@@ -3,7 +3,7 @@
 ``T.set_max_nreg(n, is_inc)`` sets the per-thread register limit of the warp group that runs
 it (inside ``T.ws``); ``T.annotate_producer_reg_dealloc(n)`` / ``T.annotate_consumer_reg_alloc(n)``
 choose the numbers automatic warp specialization uses (defaults 24 and 240) for the kernel
-they are written in.
+they are written in; ``T.disable_warp_group_reg_alloc()`` turns the rebalancing off for it.
 """
 
 from __future__ import annotations
@@ -42,3 +42,9 @@ def annotate_consumer_reg_alloc(reg_count: int = 240):
     warp groups (``setmaxnreg.inc``)."""
     return registers.register_hint(registers.CONSUMER,
                                    _count(reg_count, "T.annotate_consumer_reg_alloc"))
+
+
+def disable_warp_group_reg_alloc():
+    """Automatic warp specialization of this kernel keeps every warp group's registers as
+    launched: no ``setmaxnreg``."""
+    return registers.register_hint(registers.NO_REBALANCE, 0)

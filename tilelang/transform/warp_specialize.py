@@ -261,6 +261,9 @@ class _Skeleton:
 def _registers(user: int, hints: dict, config: dict) -> tuple[int, int | None] | None:
     """(producer, consumer) register targets (consumer ``None``: they keep what they start
     with), or ``None`` for no rebalancing."""
+    if registers.NO_REBALANCE in hints:  # T.disable_warp_group_reg_alloc()
+        log.debug("warp specialization: no register rebalancing (asked for)")
+        return None
     threads = user + WARP_GROUP
     launch = registers.launch_registers(threads)
     pool = min(registers.REGISTER_FILE, launch * threads)

@@ -56,6 +56,30 @@ def test_annotations_choose_the_register_numbers():
     assert "ws_register_hint" not in f.script() and not dev_calls(f.body, "setmaxnreg")
 
 
+def test_disable_warp_group_reg_alloc():
+    """Still specialized (the producer warp group is there), with no setmaxnreg anywhere."""
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 512), "float16"), B: T.Tensor((512, 512), "float16"),
+             C: T.Tensor((512, 512), "float16")):
+        with T.Kernel(4, 4, threads=256) as (bx, by):
+            T.disable_warp_group_reg_alloc()
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+
+    f = lowered(main)
+    s = split_summary(f)
+    assert s["threads"] == 384 and s[(0, 256)]["regs"] == [] and s[(256, 128)]["regs"] == []
+    assert not dev_calls(f.body, "setmaxnreg") and "ws_register_hint" not in f.script()
+
+
 def test_set_max_nreg_checks_its_arguments():
     with pytest.raises(tilelang.DSLError, match="multiple of 8 in 24..256"):
         T.set_max_nreg(100, 1)
