@@ -25,7 +25,7 @@ from .reducer import alloc_reducer, finalize_reducer
 from ..ops.copy import copy
 from ..ops.cumsum import cumsum
 from ..ops.fill import clear, fill
-from ..ops.gemm import GemmWarpPolicy, gemm
+from ..ops.gemm import GemmWarpPolicy, gemm, wgmma_gemm
 from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
 from .barrier import (
     alloc_barrier,

@@ -39,9 +39,10 @@ class Gemm(TileOp):
     name = "tl.gemm"
     printer = "gemm"
     fields = ("A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum", "k_pack",
-              "wg_wait", "plan")
-    # ``plan``: how the gemm runs on CUDA (``encode_plan``), recorded by LayoutInference
-    defaults = {"plan": ""}
+              "wg_wait", "wgmma_only", "plan")
+    # ``plan``: how the gemm runs on CUDA (``encode_plan``), recorded by LayoutInference;
+    # ``wgmma_only``: T.wgmma_gemm, which has no mma.sync fallback
+    defaults = {"plan": "", "wgmma_only": False}
 
     def mnk(self) -> tuple:
         a, b = _matrix(self.A), _matrix(self.B)
@@ -57,6 +58,12 @@ class Gemm(TileOp):
         from ..layout import codec
 
         plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config)
+        if plan is None and bool(self.wgmma_only):
+            raise LoweringError(
+                f"T.wgmma_gemm: {R.describe(self.A)} x {R.describe(self.B)} cannot run as wgmma "
+                "here (it needs sm_90a without tl.disable_wgmma, and a shape, dtype and layout "
+                "wgmma can do: the reason is logged at debug level); T.gemm falls back to "
+                "mma.sync")
         m, n, k = (R.as_int(x) for x in self.mnk())
         C, A = R.buffer_of(self.C), R.buffer_of(self.A)
         if plan is not None:
@@ -208,6 +215,16 @@ def gemm(
     if not (R.same_extent(m, cm) and R.same_extent(n, cn)):
         raise TileOpError(f"T.gemm: C must be (M, N) = ({m}, {n}): {what}")
     return op.to_call()
+
+
+def wgmma_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
+               policy: GemmWarpPolicy = GemmWarpPolicy.Square, clear_accum: bool = False,
+               k_pack: int = 1):
+    """``T.gemm`` as wgmma only (sm_90a; anything else is a ``LoweringError``) that issues its
+    wgmmas and does not wait: ``T.wait_wgmma(n)``, or the compiler before any use of the
+    results, waits."""
+    call = gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack, wg_wait=-1)
+    return Gemm.from_call(call).replace(wgmma_only=True).to_call()
 
 
 def _operand(region, transpose: bool, row, col) -> list:

@@ -213,3 +213,35 @@ def test_wg_wait_below_minus_one_is_refused():
                 A_s = T.alloc_shared((64, 64), "float16")
                 C_f = T.alloc_fragment((64, 64), "float32")
                 T.gemm(A_s, A_s, C_f, wg_wait=-2)
+
+
+def _wgmma_gemm_kernel():
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.wgmma_gemm(A_s, B_s, C_f, clear_accum=True)
+            T.wait_wgmma(0)
+            T.copy(C_f, C)
+
+    return main
+
+
+def test_wgmma_gemm_issues_without_waiting_and_has_no_fallback():
+    """``T.wgmma_gemm`` (public name): wgmma with no wait of its own, the user's
+    ``T.wait_wgmma(0)`` is the one wait; on sm_80 it is an error, not an mma.sync gemm."""
+    from tilelang.errors import LoweringError
+
+    f = lowered(_wgmma_gemm_kernel())
+    names = [c.op.name.replace("tl.device.", "") for c in _device_calls(f.body)]
+    assert "wgmma_ss" in names and names.count("wgmma_wait") == 1
+    assert names.index("wgmma_commit") + 1 == names.index("wgmma_wait")
+    with pytest.raises(LoweringError, match="T.wgmma_gemm.*cannot run as wgmma"):
+        lowered(_wgmma_gemm_kernel(), target="cuda -arch=sm_80")
