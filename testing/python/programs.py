@@ -90,3 +90,18 @@ def atomic_sum(M, bM=128):
             T.atomic_add(S[0], s[0])
 
     return main
+
+
+def add_dynamic():
+    """C = A + B over a dynamic length n, 32 elements per block (the tail guarded)."""
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),
+             C: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    C[bx * 32 + i] = A[bx * 32 + i] + B[bx * 32 + i]
+
+    return main

@@ -45,7 +45,7 @@ from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
-from .plan_shared_memory import footprint, smem_limit, tile_bytes
+from .plan_shared_memory import smem_limit, staged_footprint
 from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
@@ -197,12 +197,11 @@ class _Pipeline(StmtMutator):
     def ring_bytes(self, stmts, sched: schedule.Schedule, stages: int) -> int:
         """Shared memory the kernel needs with this loop's new tiles in ``stages`` copies (the
         kernel's tiles once each, plus the copies of tiles earlier loops staged)."""
-        extra = sum((int(new.shape[0]) - 1) * tile_bytes(old)
-                    for old, new in self.staged.values())
         fresh = {_key(b): b for i in sched.producers for b in _written_shared_buffers(stmts[i])
                  if _key(b) not in self.staged}
-        return footprint(self.func_body) + extra + \
-            (stages - 1) * sum(tile_bytes(b) for b in fresh.values())
+        return staged_footprint(
+            self.func_body, [(old, int(new.shape[0])) for old, new in self.staged.values()] +
+            [(b, stages) for b in fresh.values()])
 
     def fitting(self, s, stmts, sched: schedule.Schedule) -> schedule.Schedule | None:
         """``sched`` with as many stages as fit in shared memory (``None``: not even two; the

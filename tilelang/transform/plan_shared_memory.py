@@ -75,6 +75,11 @@ def footprint(body) -> int:
     return total
 
 
+def staged_footprint(body, staged) -> int:
+    """:func:`footprint` with each ``(tile, copies)`` of ``staged`` held ``copies`` times."""
+    return footprint(body) + sum((n - 1) * tile_bytes(b) for b, n in staged)
+
+
 class _Collect(StmtMutator):
     """Removes shared allocations, remembering them in program order."""
 

@@ -63,7 +63,7 @@ from .inject_pipeline import _Pipeline, _written_shared_buffers
 from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
-from .plan_shared_memory import footprint, smem_limit, tile_bytes
+from .plan_shared_memory import smem_limit, staged_footprint
 
 log = logging.getLogger("tilelang")
 
@@ -391,7 +391,7 @@ class _Kernels(StmtMutator):
                     for st in producer_stmts[_key(loop)]:
                         for b in _written_shared_buffers(st):
                             staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], n), b
-            need = footprint(body) + sum((n - 1) * tile_bytes(b) for n, b in staged.values())
+            need = staged_footprint(body, [(b, n) for n, b in staged.values()])
             if need > limit:
                 return off(f"the stage rings would need {need} bytes of shared memory, more "
                            f"than the {limit} allowed")

@@ -115,29 +115,23 @@ TL_DEVICE long long raw_add(long long* a, long long v) {  // two's complement: s
                                           static_cast<unsigned long long>(v)));
 }
 
-template <int O = kRelaxed, typename T>
-TL_DEVICE T atomic_add(T* addr, T v) {
+// an atomic issued between the fences its memory order asks for; its old value
+template <int O, typename F>
+TL_DEVICE auto ordered(F issue) {
   fence_before_atomic<O>();
-  T old = raw_add(addr, v);
+  auto old = issue();
   fence_after_atomic<O>();
   return old;
 }
 
 template <int O = kRelaxed, typename T>
-TL_DEVICE T atomic_max(T* addr, T v) {
-  fence_before_atomic<O>();
-  T old = raw_max(addr, v);
-  fence_after_atomic<O>();
-  return old;
-}
+TL_DEVICE T atomic_add(T* addr, T v) { return ordered<O>([=] { return raw_add(addr, v); }); }
 
 template <int O = kRelaxed, typename T>
-TL_DEVICE T atomic_min(T* addr, T v) {
-  fence_before_atomic<O>();
-  T old = raw_min(addr, v);
-  fence_after_atomic<O>();
-  return old;
-}
+TL_DEVICE T atomic_max(T* addr, T v) { return ordered<O>([=] { return raw_max(addr, v); }); }
+
+template <int O = kRelaxed, typename T>
+TL_DEVICE T atomic_min(T* addr, T v) { return ordered<O>([=] { return raw_min(addr, v); }); }
 
 // A volatile access is a strong (relaxed, system-scope) one in the PTX memory model.
 template <int O = kSeqCst, typename T>

@@ -84,17 +84,9 @@ def test_numpy_in_numpy_out(kernel):
 
 
 def test_symbolic_size_consistency():
-    n = T.dynamic("n")
+    from programs import add_dynamic
 
-    @T.prim_func
-    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),
-             C: T.Tensor((n,), "float32")):
-        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
-            for i in T.Parallel(32):
-                if bx * 32 + i < n:
-                    C[bx * 32 + i] = A[bx * 32 + i] + B[bx * 32 + i]
-
-    k = tilelang.compile(main, out_idx=[2], target="cpu")
+    k = tilelang.compile(add_dynamic(), out_idx=[2], target="cpu")
     with pytest.raises(KernelArgumentError, match=r"parameter 'B' has n = 7 in dim 0, but an earlier argument bound n = 8"):
         k(torch.randn(8), torch.randn(7))
     a, b = torch.randn(8), torch.randn(8)

@@ -11,6 +11,8 @@ import tilelang
 import tilelang.language as T
 from tilelang.errors import KernelArgumentError
 
+from programs import add_dynamic
+
 
 def add(shape, dtype="float32"):
     @T.prim_func
@@ -18,20 +20,6 @@ def add(shape, dtype="float32"):
         with T.Kernel(1, threads=32) as _:
             for i, j in T.Parallel(shape[0], shape[1]):
                 C[i, j] = A[i, j] + B[i, j]
-
-    return main
-
-
-def add_dynamic():
-    n = T.dynamic("n")
-
-    @T.prim_func
-    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32"),
-             C: T.Tensor((n,), "float32")):
-        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
-            for i in T.Parallel(32):
-                if bx * 32 + i < n:
-                    C[bx * 32 + i] = A[bx * 32 + i] + B[bx * 32 + i]
 
     return main
 
