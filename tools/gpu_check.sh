@@ -36,7 +36,7 @@ for part in ${1:-tests}; do
       tail -4 "$OUT/bench_gemm_fp8.log"
       step bench_gemm_sm80 200 python3 benchmarks/bench_gemm.py --quick --path sm80 --sizes 8192
       tail -6 "$OUT/bench_gemm_sm80.log"
-      step bench_jit 90 python3 benchmarks/bench_jit.py
+      step bench_jit 150 python3 benchmarks/bench_jit.py
       tail -14 "$OUT/bench_jit.log" ;;
     attention)
       step bench_attention 500 python3 benchmarks/bench_attention.py
