@@ -161,6 +161,28 @@ def relaunch(chain: list, body: tirx.Stmt) -> tirx.Stmt:
     return body
 
 
+class _EachKernel(StmtMutator):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def visit_AttrStmt(self, s):
+        return self.fn(s) if s.attr_key in LAUNCH_ATTRS else self.generic(s)
+
+
+def map_kernels(stmt: tirx.Stmt, fn: Callable[[tirx.Stmt], tirx.Stmt]) -> tirx.Stmt:
+    """``stmt`` with each kernel (one ``T.Kernel``: its outermost launch attribute and all
+    below it) replaced by ``fn(kernel)``.  A function may launch several kernels in program
+    order; a pass whose analysis is per launch (threads, shared memory, layouts) runs on each."""
+    return _EachKernel(fn)(stmt)
+
+
+def kernels_of(stmt: tirx.Stmt) -> list[tirx.Stmt]:
+    """The kernels ``stmt`` launches, in program order (see :func:`map_kernels`)."""
+    found: list = []
+    map_kernels(stmt, lambda k: found.append(k) or k)
+    return found
+
+
 def nop() -> tirx.Stmt:
     return tirx.Evaluate(tirx.const(0, "int32"))
 

@@ -140,6 +140,23 @@ def _install_hooks() -> None:
                  "reset_peak_memory_stats"):
         setattr(torch.cuda, name, lambda *a, **k: None)
     torch.cuda.Event = Event
+
+    class Stream(Event):  # multi-stream scripts: everything runs in order on the CPU
+        def wait_stream(self, other):
+            pass
+
+        def wait_event(self, event):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    torch.cuda.Stream = Stream
+    torch.cuda.default_stream = torch.cuda.current_stream = lambda *a, **k: Stream()
+    torch.cuda.stream = lambda s=None: s if s is not None else Stream()
     torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
     torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_name = lambda *a, **k: "NVIDIA H200 (swept on the CPU)"

@@ -23,7 +23,7 @@ from tvm.tirx.buffer import is_buffer_var
 from tvm.tirx import compilation_pipeline as _cp
 
 from ..errors import KernelMismatchError, ReferenceUnsupportedError, TileLangError
-from ..ir_utils import StmtMutator, find_all, seq, uses_var
+from ..ir_utils import StmtMutator, find_all, map_kernels, seq, uses_var
 from ..transform.passes import function_pass, original_errors
 
 OWNERS_ATTR = "tl.block_owners"  # PrimFunc attr: owner buffer per parameter buffer (same order)
@@ -111,7 +111,8 @@ def RecordBlockOwners(func: tirx.PrimFunc) -> tirx.PrimFunc:
         return func
     tensors = [p for p in func.params if is_buffer_var(p)][:len(owners)]
     owner_of = {p.__chandle__(): o for p, o in zip(tensors, owners)}
-    return func.with_body(_RecordOwners(owner_of)(func.body))
+    # each T.Kernel numbers its own blocks
+    return func.with_body(map_kernels(func.body, lambda k: _RecordOwners(owner_of)(k)))
 
 
 def _verify_pipeline(**_kw):

@@ -111,10 +111,9 @@ class _Checker:
 
         tvm_ffi.structural_walk(func.body, [(LOAD, rank), (tirx.BufferStore, rank)])
         self.width = 1 + max(ranks)  # a failure record: site number, then the indices
-        self.grid = _grid_loop(func.body)
-        self.chunk = tirx.Var("chunk", "int64")
-        if self.grid is not None:
-            self.slot = self.chunk * self.width
+        # the grid loop of each kernel (a function may launch several, one after the other)
+        self.grids = {g.loop_var.__chandle__() for g in _grid_loops(func.body)}
+        self.chunk = None
         self.pending: list = []  # (context, in-bounds condition, site, indices) of a statement
 
     # statements ------------------------------------------------------------------------
@@ -149,10 +148,14 @@ class _Checker:
             lo, ext = self.expr(s.min), self.expr(s.extent)
             pre = self.take()
             self.az.bind(s.loop_var, tvm.ir.Range.from_min_extent(lo, ext), allow_override=True)
+            if s.loop_var.__chandle__() in self.grids:
+                self.chunk = tirx.Var("chunk", "int64")
+                self.slot = self.chunk * self.width
             body = self.stmt(s.body)
-            if self.grid is not None and s.loop_var.same_as(self.grid.loop_var) and \
-                    self.err is not None:
-                return seq([pre, self._chunked(s, lo, ext, body)])
+            if s.loop_var.__chandle__() in self.grids:
+                chunk, self.chunk, self.slot = self.chunk, None, tirx.const(0, "int64")
+                if self.err is not None:
+                    return seq([pre, self._chunked(s, lo, ext, body, chunk)])
             return seq([pre, tirx.For(s.loop_var, lo, ext, s.kind, body, s.thread_binding,
                                       s.annotations, s.step, span=s.span)])
         if isinstance(s, tirx.IfThenElse):
@@ -192,15 +195,15 @@ class _Checker:
                                                      span=s.span)])
         return s
 
-    def _chunked(self, s, lo, ext, body):
+    def _chunked(self, s, lo, ext, body, chunk):
         """The grid loop ``for b in range(total)`` as ``CHUNKS`` chunks of consecutive blocks
         (the chunk indexes the failure record)."""
         dt = dtype_of(s.loop_var)
         total = tirx.Cast("int64", ext)
-        first = tirx.Cast(dt, tirx.floordiv(self.chunk * total, CHUNKS))
-        end = tirx.Cast(dt, tirx.floordiv((self.chunk + 1) * total, CHUNKS))
+        first = tirx.Cast(dt, tirx.floordiv(chunk * total, CHUNKS))
+        end = tirx.Cast(dt, tirx.floordiv((chunk + 1) * total, CHUNKS))
         inner = tirx.For(s.loop_var, lo + first, end - first, tirx.ForKind.SERIAL, body)
-        return tirx.For(self.chunk, tirx.const(0, "int64"), tirx.const(CHUNKS, "int64"), s.kind,
+        return tirx.For(chunk, tirx.const(0, "int64"), tirx.const(CHUNKS, "int64"), s.kind,
                         inner, annotations=s.annotations)
 
     # expressions -----------------------------------------------------------------------
@@ -347,20 +350,15 @@ def _extremes(idx) -> list:
     return [idx]
 
 
-def _grid_loop(body):
-    """The outermost ``For`` of a lowered CPU kernel (its loop over blocks), or ``None``."""
-    while True:
-        if isinstance(body, tirx.For):
-            return body
-        if isinstance(body, tirx.AttrStmt):
-            body = body.body
-        elif isinstance(body, tirx.SeqStmt):
-            loops = [s for s in body.seq if isinstance(s, tirx.For)]
-            if len(loops) != 1:
-                return None
-            body = loops[0]
-        else:
-            return None
+def _grid_loops(body) -> list:
+    """The outermost ``For`` of each lowered CPU kernel (its loop over blocks)."""
+    if isinstance(body, tirx.For):
+        return [body]
+    if isinstance(body, tirx.AttrStmt):
+        return _grid_loops(body.body)
+    if isinstance(body, tirx.SeqStmt):
+        return [g for s in body.seq for g in _grid_loops(s)]
+    return []
 
 
 @function_pass("tl.CheckBounds")

@@ -32,7 +32,7 @@ from tvm.sym import Analyzer
 
 from ..device.effects import all_device_ops, effect_of
 from ..engine.target import is_cpu
-from ..ir_utils import substitute
+from ..ir_utils import map_kernels, substitute
 from .passes import function_pass, target_of
 
 # Annotation of a staged tile's allocation (``InjectSoftwarePipeline``): the ring depth of its
@@ -343,5 +343,5 @@ class _Waits:
 def InjectAsyncWaits(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    body, _ = _Waits(_Tiles(func.body)).stmt(func.body, {})
-    return func.with_body(body)
+    return func.with_body(map_kernels(func.body,
+                                      lambda k: _Waits(_Tiles(k)).stmt(k, {})[0]))

@@ -41,7 +41,7 @@ from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
 from ..ops.gemm import Gemm, WgmmaPlan, decode_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from . import pipeline_schedule as schedule
-from ..ir_utils import map_nodes, StmtMutator, find_all, seq, substitute
+from ..ir_utils import map_kernels, map_nodes, StmtMutator, find_all, seq, substitute
 from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
@@ -435,8 +435,11 @@ class _Restage(StmtMutator):
 def InjectSoftwarePipeline(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func.with_body(_Strip()(func.body))
-    p = _Pipeline(func.body, target_of(func))
-    body = p(func.body)
-    if p.staged:
-        body = _Restage(p.staged)(body)
-    return func.with_body(body)
+    target = target_of(func)
+
+    def one(kernel):  # stages are fitted to each T.Kernel's own shared memory
+        p = _Pipeline(kernel, target)
+        body = p(kernel)
+        return _Restage(p.staged)(body) if p.staged else body
+
+    return func.with_body(map_kernels(func.body, one))

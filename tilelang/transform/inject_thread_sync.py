@@ -34,7 +34,7 @@ from ..device.effects import Mechanism, accessed_buffers, effect_of
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
-from ..ir_utils import uses_var
+from ..ir_utils import map_kernels, uses_var
 from .passes import function_pass, target_of
 
 SHARED = ("shared", "shared.dyn")
@@ -323,7 +323,11 @@ def _thread_extent(body):
 def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    tx, ext = _thread_extent(func.body)
-    block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
-    body, _ = _Sync(tx, block).stmt(func.body, _State())
-    return func.with_body(body)
+
+    def one(kernel):  # each T.Kernel synchronizes its own block
+        tx, ext = _thread_extent(kernel)
+        block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
+        body, _ = _Sync(tx, block).stmt(kernel, _State())
+        return body
+
+    return func.with_body(map_kernels(func.body, one))

@@ -28,7 +28,7 @@ from ..errors import LoweringError, source_location
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
-from ..ir_utils import StmtMutator, peel_parallel, uses_var
+from ..ir_utils import StmtMutator, map_kernels, peel_parallel, uses_var
 from ..ops import decode
 from ..ops import region as R
 from . import pass_config
@@ -524,11 +524,16 @@ def _per_thread(op) -> bool:
 def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    col = _Collect()
-    col.run(func.body)
-    _check_thread_dims(func.body, col)
-    st, swizzle, _ = infer(func.body, num_threads_of(func.body), target_of(func))
-    return func.with_body(_Annotate(st, swizzle)(func.body))
+    target = target_of(func)
+
+    def one(kernel):  # each T.Kernel has its own threads and fragments
+        col = _Collect()
+        col.run(kernel)
+        _check_thread_dims(kernel, col)
+        st, swizzle, _ = infer(kernel, num_threads_of(kernel), target)
+        return _Annotate(st, swizzle)(kernel)
+
+    return func.with_body(map_kernels(func.body, one))
 
 
 def layout_of(alloc_or_for) -> Fragment | None:

@@ -32,7 +32,7 @@ from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import (REG, Fragment, check_replicas_written, is_replicated,
                                owners)
-from ..ir_utils import StmtMutator, map_nodes, peel_parallel, substitute, uses_var
+from ..ir_utils import StmtMutator, map_kernels, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, check_constant_extents, key
 from .np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
@@ -49,6 +49,7 @@ class _Kernel(StmtMutator):
         self.group: ThreadGroup | None = None  # the T.ws region being rewritten, if any
         self.frags: dict[int, tuple] = {}  # key -> (buffer, layout, local buffer)
         self.outer: list[tuple] = []  # (var, min, extent) of the constant-bound loops around
+        self.reducers: set = set()  # keys of reducer copies (T.alloc_reducer): one update each
 
     def rank(self):
         """The thread's index in the group running the code (``tx`` for the block)."""
@@ -67,6 +68,8 @@ class _Kernel(StmtMutator):
     # fragments ----------------------------------------------------------------------------
     def visit_AllocBuffer(self, s):
         b = s.buffer
+        if "tl.reducer" in s.annotations:
+            self.reducers.add(key(b))
         if b.scope() != FRAGMENT:
             return s
         if "tl.layout" not in s.annotations:
@@ -115,7 +118,8 @@ class _Kernel(StmtMutator):
         body = substitute(body, vmap)
         guards = [e < x for e, x, p in zip(idx, ext, lay.padded_shape) if p != x]
         if lay.replicas:
-            body = _guard_side_effects(body, lay.replica_index(tx) == 0, self.local_keys())
+            body = _guard_side_effects(body, lay.replica_index(tx) == 0, self.local_keys(),
+                                       self.reducers)
         a = Analyzer()
         if vec > 1:
             ro, rv = tirx.Var("ro", "int32"), tirx.Var("rv", "int32")
@@ -315,11 +319,14 @@ def _guarded(conds, stmt):
     return tirx.IfThenElse(cond, stmt, None)
 
 
-def _guard_side_effects(body, cond, local_keys: set):
-    """Only replica 0 writes memory other threads can see."""
+def _guard_side_effects(body, cond, local_keys: set, reducers: set = frozenset()):
+    """Only replica 0 writes memory other threads can see, and contributes to a reducer
+    (whose copies are combined over the threads: a replicated iteration counts once)."""
 
     class _G(StmtMutator):
         def visit_BufferStore(self, s):
+            if key(s.buffer) in reducers:
+                return tirx.IfThenElse(cond, s, None)
             if key(s.buffer) in local_keys or s.buffer.scope() in ("local", "local.var"):
                 return s
             return tirx.IfThenElse(cond, s, None)
@@ -456,18 +463,22 @@ def _thread_var(body):
 def LowerParallelLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    tx = _thread_var(func.body)
+    return func.with_body(map_kernels(func.body, _lower_kernel))
+
+
+def _lower_kernel(kernel):
+    """One T.Kernel's parallel loops and fragment accesses, over its own ``threadIdx.x``."""
+    tx = _thread_var(kernel)
     if tx is None:
-        return func
+        return kernel
     k = _Kernel(tx)
-    body = k(func.body)
+    body = k(kernel)
     # fragment accesses outside any loop (gemm operands, constant-index reads)
     body = _OwnerGuard(k.frags, tx)(body)
-    body = _rewrite_fragments(
+    return _rewrite_fragments(
         body, k.frags,
         lambda buf, idx: (k.frags[key(buf)][2],
                           Analyzer().simplify(k.frags[key(buf)][1].forward_reg(idx))))
-    return func.with_body(body)
 
 
 __all__ = ["LowerParallelLoops", "VECTORIZE"]
