@@ -22,6 +22,7 @@ from ..ops.annotate import annotate_layout, use_swizzle
 from .atomic import atomic_add, atomic_max, atomic_min
 from .atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
 from .reducer import alloc_reducer, finalize_reducer
+from .reducer import reducer_init, reducer_update
 from ..ops.copy import copy
 from ..ops.cumsum import cumsum
 from ..ops.fill import clear, fill
@@ -55,3 +56,11 @@ from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_deall
 from .symbolic import dynamic, symbolic
 from .view import reshape, view
 from .warpgroup import wait_wgmma, ws
+from .warp import (__ffs, __fns, activemask, all_sync, any_sync, ballot, ballot_sync,
+                   get_lane_idx, get_warp_group_idx, get_warp_idx, get_warp_idx_sync,
+                   match_all_sync, match_any_sync, shfl_down, shfl_sync, shfl_up, shfl_xor,
+                   shuffle_elect, sync_warp, syncthreads_and, syncthreads_count,
+                   syncthreads_or, warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max,
+                   warp_reduce_min, warp_reduce_sum)
+from .memory_access import (__ldg, ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, stg32,
+                            stg64, stg128, stg256, sts32, sts64, sts128)

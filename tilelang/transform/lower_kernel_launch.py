@@ -13,6 +13,7 @@ from __future__ import annotations
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
+from ..device import cpu_form
 from ..device.effects import effect_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
@@ -133,7 +134,7 @@ def _localize(buf):
 def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)):
         return func.with_body(_Rasterize()(func.body))
-    body = _CPULaunch()(func.body)
+    body = _CPULaunch()(cpu_form.lower(func.body))
     if not any(is_buffer_var(p) for p in func.params):
         # TVM takes the device of the host's workspace allocations from the tensor arguments;
         # a kernel of only T.ptr addresses and scalars names the CPU itself

@@ -20,7 +20,10 @@ def _scalar_dtype(expr):
 
 
 def install() -> None:
-    """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs)."""
+    """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs), and
+    ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``)."""
+    if not hasattr(tvm.tirx, "Call"):
+        tvm.tirx.Call = tvm.ir.Call
     if "dtype" not in tvm.ir.Expr.__dict__:
         tvm.ir.Expr.dtype = property(_scalar_dtype)
     var_dtype = tvm.ir.expr.Var.__dict__.get("dtype")

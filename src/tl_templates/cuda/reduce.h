@@ -13,6 +13,15 @@ struct MaxOp {
 struct MinOp {
   template <typename T> TL_DEVICE static T apply(T a, T b) { return a < b ? a : b; }
 };
+struct BitXorOp {
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return a ^ b; }
+};
+struct BitAndOp {
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return a & b; }
+};
+struct BitOrOp {
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return a | b; }
+};
 
 // Combine x over the EXTENT threads whose ids differ only in the digit of stride STRIDE
 // (a power of two each), among the NTHREADS threads of a thread group starting at thread

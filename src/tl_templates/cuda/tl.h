@@ -5,4 +5,5 @@
 #include "copy_sm80.h"
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"
+#include "ldst.h"
 #include "reduce.h"

@@ -1,0 +1,38 @@
+"""The CPU meaning of device ops written by the user: the CPU backend runs a whole block on
+one thread, so an explicit-width load or store is an ordinary one (``memory_access``), ``__ffs``
+is bit arithmetic, and an op that needs the lanes of a warp or the threads of a block to run
+together (votes, shuffles, warp reductions: ``warp``) has no meaning there and is rejected,
+naming the op."""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from ..errors import LoweringError
+from ..ir_utils import map_nodes
+from . import memory_access, warp
+
+
+def lower(stmt: tirx.Stmt) -> tirx.Stmt:
+    """``stmt`` with every explicit access and ``__ffs`` in plain TIR; a warp or block
+    collective raises :class:`LoweringError`."""
+    def on_call(c):
+        if not isinstance(c.op, tvm.ir.Op):
+            return c
+        if warp.warp_only(c):
+            raise LoweringError(
+                f"{warp.USER_NAMES[c.op.name]} needs the threads of a warp (or block) to run "
+                f"together, but the CPU backend runs each block on one thread; compile this "
+                f"kernel for CUDA")
+        if c.op.same_as(warp.FFS.op):
+            return warp.ffs_cpu_form(c)
+        if c.op.same_as(memory_access.LDG.op):
+            return memory_access.cpu_form(c)
+        return c  # the explicit loads and stores are statements: rewritten below
+
+    def on_evaluate(s):
+        out = memory_access.cpu_form(s.value) if isinstance(s.value, tvm.ir.Call) else None
+        return s if out is None else out
+
+    return map_nodes(stmt, [(tvm.ir.Call, on_call), (tirx.Evaluate, on_evaluate)])
