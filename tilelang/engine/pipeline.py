@@ -28,10 +28,12 @@ NAME = "tilelang"
 def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
     from ..language.view import CheckTileViews
+    from ..ops.reducer import CheckReducerEpochs
 
     return [
         scalar_bindings.ScalarBindings(),
         CheckTileViews(),
+        CheckReducerEpochs(),
         tl_transform.LayoutInference(),
         warp_specialize.WarpSpecialize(),
         tl_transform.InjectSoftwarePipeline(),

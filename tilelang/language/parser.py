@@ -52,6 +52,8 @@ def prim_func(func: Callable | None = None, private: bool = False,
         except DiagnosticError as err:
             cause = _root_cause(err)
             kind = DSLTypeError if isinstance(cause, TypeError) else DSLError
+            if isinstance(cause, DSLError) and isinstance(cause, AssertionError):
+                kind = type(cause)  # a check the public API raises as an AssertionError
             dsl = kind(_message(err))
             dsl.cause = cause  # the op's own exception, for debugging
             raise dsl from None
