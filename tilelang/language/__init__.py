@@ -24,7 +24,7 @@ from .atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
 from .reducer import alloc_reducer, finalize_reducer
 from .reducer import reducer_init, reducer_update
 from ..ops.copy import copy
-from ..ops.cumsum import cumsum
+from ..ops.scan import cummax, cumsum
 from ..ops.fill import clear, fill
 from ..ops.gemm import GemmWarpPolicy, gemm, wgmma_gemm
 from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
