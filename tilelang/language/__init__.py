@@ -50,6 +50,7 @@ from .loop import Parallel, Persistent, Pipelined
 from .parser import prim_func
 from .pointer import make_tensor, ptr
 from .print_op import print
+from .random import rng_init, rng_rand, rng_rand_float
 from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
 from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,
                         disable_warp_group_reg_alloc, set_max_nreg)
@@ -62,5 +63,6 @@ from .warp import (__ffs, __fns, activemask, all_sync, any_sync, ballot, ballot_
                    shuffle_elect, sync_warp, syncthreads_and, syncthreads_count,
                    syncthreads_or, warp_reduce_bitand, warp_reduce_bitor, warp_reduce_max,
                    warp_reduce_min, warp_reduce_sum)
+from .logical import all_of, any_of
 from .memory_access import (__ldg, ldg32, ldg64, ldg128, ldg256, lds32, lds64, lds128, stg32,
                             stg64, stg128, stg256, sts32, sts64, sts128)

@@ -69,6 +69,8 @@ def _scalar(x: Any) -> bool:
 def _pred(pred: Any, op: str):
     if pred is None:
         return None
+    if hasattr(pred, "asobject"):  # ``a == b`` / ``a != b`` of TVM expressions, unevaluated
+        pred = pred.asobject()
     if isinstance(pred, (bool, int)):
         return tirx.const(bool(pred), "bool")
     if _scalar(pred):

@@ -33,6 +33,8 @@ FULL_MASK = 0xFFFFFFFF
 
 def _expr(value: Any, op: str, what: str):
     value = getattr(value, "scalar", value)  # a T.alloc_var
+    if hasattr(value, "asobject"):  # ``a == b`` / ``a != b`` of TVM expressions, unevaluated
+        value = value.asobject()
     if isinstance(value, bool):
         return tirx.const(value, "bool")
     if isinstance(value, int):
