@@ -131,6 +131,9 @@ def import_source(source: str) -> None:
 
 def _same_as(fn, name: str):
     def intrinsic(x: Any) -> Any:
+        dtype = str(getattr(x, "dtype", "float32"))
+        if not dtype.startswith(("float16", "bfloat16", "float32", "float64")):
+            raise DSLTypeError(f"T.{name} only supports floating-point inputs, but got {dtype}")
         return fn(x)
 
     intrinsic.__name__ = name

@@ -3,6 +3,7 @@ T.sync_threads, the fast-math spellings and the reductions' batch / nan_propagat
 
 import pytest
 import torch
+from tvm import tirx
 
 import tilelang
 import tilelang.language as T
@@ -76,3 +77,15 @@ def test_reduce_batch_is_a_hint_and_nan_propagate_is_refused():
         _row_max(nan_propagate=True)
     with pytest.raises(DSLError, match="batch must be a positive int"):
         _row_max(batch=0)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "bool", "float8_e4m3fn"])
+def test_fast_math_spellings_refuse_non_float_inputs(dtype):
+    with pytest.raises(TypeError, match=rf"T\.__exp only supports floating-point inputs, but got {dtype}"):
+        T.__exp(tirx.Var("v", dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_fast_math_spellings_keep_the_float_dtype(dtype):
+    result = T.__log2(tirx.Var("v", dtype))
+    assert isinstance(result, tirx.Call) and result.dtype == dtype
