@@ -66,9 +66,18 @@ LOAD_SHARED = register_device_op(
 STORE_SHARED = register_device_op(
     "tl.device.store_shared", Effect(accesses=(Access((0,), S, write=True),)),
     _emit_store("store_shared"), "one st.shared of 32..128 bits")
+def _emit_ldg(c):
+    """``__ldg(&(x[i]))``: the element's address written as CUDA code (and the public
+    TileLang) writes it; TVM prints ``address_of`` as ``(&(x[i]))``, so the ``&`` is printed
+    as a call of the address-of operator on the element."""
+    element = c.args[0].args[0]
+    # typed as the element (a handle would print with a (void*) cast): code generation only
+    # prints it, as the argument of __ldg
+    return tirx.call_extern(str(c.ty), "__ldg", tirx.call_extern(str(c.ty), "&", element))
+
+
 LDG = register_device_op(
-    "tl.device.ldg", Effect(accesses=(Access((0,), G),)),
-    lambda c: tirx.call_extern(str(c.ty), "__ldg", *c.args),
+    "tl.device.ldg", Effect(accesses=(Access((0,), G),)), _emit_ldg,
     "__ldg(&x): a load through the read-only data cache")
 
 LOADS = (LOAD_GLOBAL, LOAD_SHARED)
