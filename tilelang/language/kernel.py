@@ -23,14 +23,16 @@ _stack: list["Kernel"] = []
 
 class Kernel:
     """``with T.Kernel(gx[, gy[, gz]], threads=128 | (tx, ty, tz), prelude=None) as (bx, ...)``.
+    Without grid sizes the kernel is one block (``T.Kernel(threads=32)``).
 
     Grid sizes and thread counts are positive integers or integer expressions; anything else
     raises :class:`DSLTypeError` (wrong type) or :class:`DSLError` (below 1)."""
 
     def __init__(self, *grid: Any, threads: int | Sequence[int] | None = 128,
                  prelude: str | None = None, is_cpu: bool = False):
-        if not 1 <= len(grid) <= 3:
-            raise DSLError(f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}")
+        if len(grid) > 3:
+            raise DSLError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
+        grid = grid or (1,)  # no grid: one block
         self.grid = [positive_extent(g, "T.Kernel", f"grid dimension {d}")
                      for d, g in enumerate(grid)]
         if threads is None:

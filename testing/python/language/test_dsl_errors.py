@@ -131,7 +131,7 @@ def test_copy_between_two_elements():
 
 
 def test_kernel_grid_arity():
-    with pytest.raises(DSLError, match="T.Kernel takes 1 to 3 grid dimensions"):
+    with pytest.raises(DSLError, match="T.Kernel takes at most 3 grid dimensions"):
 
         @T.prim_func
         def main(A: T.Tensor((64,), "float32")):
