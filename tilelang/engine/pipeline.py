@@ -28,7 +28,7 @@ NAME = "tilelang"
 def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
     from ..language.view import CheckTileViews
-    from ..ops.reducer import CheckReducerEpochs
+    from ..language.reducer import CheckReducerEpochs
 
     return [
         scalar_bindings.ScalarBindings(),

@@ -114,3 +114,14 @@ def finalize_reducer(reducer: Any, dst: Any = None, batch: int = 1):
                               f"{R.fmt_shape(R.extents(d))} does not match reducer {buf.name} "
                               f"of shape {R.fmt_shape(buf.shape)}")
     return _ops.finalize(buf, _allocated[buf], dst)
+
+
+def CheckReducerEpochs():  # noqa: N802  (a pass factory, named like the others)
+    """The pass of ``tilelang.ops.reducer.check_epochs`` (every target)."""
+    from ..transform.passes import function_pass
+
+    def run(func):
+        _ops.check_epochs(func.body)
+        return func
+
+    return function_pass("tl.CheckReducerEpochs")(run)()

@@ -19,7 +19,7 @@ An *epoch* (the public "reducer v2" surface):
 
 Between the init and the finalize the reducer may not be read or stored to otherwise; the
 finalize lies in the init's scope (the same statement list, or conditionals in it), and every
-epoch is finalized (:func:`check_epochs`).  The older form ``T.clear(acc)``,
+epoch is finalized (:func:`check_epochs`, run by the pass ``CheckReducerEpochs``).  The older form ``T.clear(acc)``,
 ``acc[i] += x`` / ``acc[i] = T.max(acc[i], x)`` and ``T.finalize_reducer(acc)`` (the result
 left in every copy) works too.  The CPU runs a block on one thread, so its single copy already
 holds the result there.  ``replication="none"`` gives an ordinary fragment, each element held
@@ -387,13 +387,3 @@ def check_epochs(body: tirx.Stmt) -> None:
         raise LoweringError(f"reducer {b.name} is never finalized: its T.reducer_init epoch "
                             "needs a T.finalize_reducer(acc, dst)")
 
-
-def CheckReducerEpochs():  # noqa: N802  (a pass factory, named like the others)
-    """The pass of :func:`check_epochs` (every target)."""
-    from ..transform.passes import function_pass
-
-    def run(func: tirx.PrimFunc) -> tirx.PrimFunc:
-        check_epochs(func.body)
-        return func
-
-    return function_pass("tl.CheckReducerEpochs")(run)()
