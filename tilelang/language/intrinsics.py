@@ -118,15 +118,18 @@ def call_extern(*args: Any, dtype: Any = None, span: Any = None) -> Any:
 
 def import_source(source: str) -> None:
     """Put ``source`` (C++/CUDA code: device functions that ``T.call_extern`` calls) at the
-    top of the kernel's generated device code.  CUDA targets only: the CPU backend compiles
+    top of the kernel's generated device code, wherever in the kernel it is called (a loop, a
+    macro).  CUDA targets only: the CPU backend compiles
     no C++, so a kernel calling into the imported code cannot run there."""
     from .kernel import _current
 
     if not isinstance(source, str):
         raise DSLError(f"T.import_source: source must be a str, got {type(source).__name__}")
-    frame = _T.attr(0, "tl.prelude", source)
-    frame.__enter__()
-    _current("T.import_source")._frames.append(frame)
+    _current("T.import_source")
+    # A statement of its own (the source rides on an attribute over a no-op), so that a call
+    # inside a loop or a macro leaves the enclosing frames nested as written.
+    with _T.attr(0, "tl.prelude", source):
+        _T.evaluate(0)
 
 
 def _same_as(fn, name: str):

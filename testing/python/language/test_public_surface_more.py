@@ -77,6 +77,33 @@ def test_import_source_and_access_ptr_reach_the_cuda_source(dtype_kw):
     assert "twice_of((&(a_ptr[4])), (&(b_ptr[0])), 4);" in src
 
 
+def test_import_source_inside_a_pipelined_loop_keeps_the_loop():
+    @T.macro
+    def twice_in_place(S, k):
+        T.import_source(TWICE)
+        a = T.alloc_local((4,), T.float32)
+        b = T.alloc_local((4,), T.float32)
+        for i in T.vectorized(4):
+            a[i] = S[k, i]
+        T.call_extern("float32", "twice_of", T.access_ptr(a, "r"), T.access_ptr(b, "w"), 4)
+        for i in T.vectorized(4):
+            S[k, i] = b[i]
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 4), T.float32), B: T.Tensor((8, 4), T.float32)):
+        with T.Kernel(1, threads=32) as bx:
+            S = T.alloc_shared((8, 4), T.float32)
+            T.copy(A, S)
+            for k in T.Pipelined(8, num_stages=1):
+                twice_in_place(S, k)
+            T.copy(S, B)
+
+    src = tilelang.lower(main, target="cuda -arch=sm_90a").kernel_source
+    assert src.count("__device__ void twice_of") == 1
+    body = src[src.index("__global__"):]
+    assert "for (int k = 0; k < 8; ++k)" in body and "twice_of(" in body
+
+
 def test_access_ptr_offsets_and_extents():
     buf = tirx.decl_buffer((4, 8), "float32", name="X")
     elem = tirx.BufferLoad(buf, [tirx.const(1, "int32"), tirx.const(2, "int32")])
