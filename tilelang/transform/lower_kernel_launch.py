@@ -6,6 +6,9 @@ locals become arrays local to the block, and the grid becomes one loop over bloc
 in parallel over the CPU's threads (in order when the kernel contains atomics).
 CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device split; a
 ``T.use_swizzle`` in the kernel remaps the block indices (rasterization).
+Both: the threads of a kernel that draws random numbers (``T.rng_*``) get their generator
+state (``tilelang.device.random``).  A function may launch several kernels: each is lowered
+alone, and they run in program order.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..device import cpu_form
+from ..device import random
 from ..device.effects import effect_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.annotate import RASTERIZE
 from ..ops.atomic import ATOMIC_MARK
 from ..ops.loops import dtype_of
-from ..ir_utils import (StmtMutator, find_all, launch_chain, rebuffer, relaunch, remap_buffers,
-                 substitute, uses_var)
+from ..ir_utils import (StmtMutator, find_all, launch_chain, map_kernels, rebuffer, relaunch,
+                       remap_buffers, substitute, uses_var)
 from .passes import function_pass, target_of
 
 TILE_SCOPES = ("shared", "shared.dyn", "local.fragment", "local", "local.var")
@@ -132,7 +136,10 @@ def _localize(buf):
 
 @function_pass("tl.LowerKernelLaunch")
 def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    if not is_cpu(target_of(func)):
+    cpu = is_cpu(target_of(func))
+    # each T.Kernel's threads get their random generator states (T.rng_*)
+    func = func.with_body(map_kernels(func.body, lambda k: random.lower_kernel(k, cpu)))
+    if not cpu:
         return func.with_body(_Rasterize()(func.body))
     body = _CPULaunch()(cpu_form.lower(func.body))
     if not any(is_buffer_var(p) for p in func.params):

@@ -6,4 +6,5 @@
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"
 #include "ldst.h"
+#include "random.h"
 #include "reduce.h"
