@@ -72,3 +72,19 @@ def addx(lanes, M, N, dtype, order=None):
                 else:
                     T.atomic_addx4(B[i, j * 4], A[i, j * 4], memory_order=order)
     return main
+
+
+def addx_prev(lanes, dtype, ramp=False):
+    """P[0:lanes] = the previous values of D[0:lanes], to which V[0:lanes] is added."""
+    @T.prim_func
+    def main(D: T.Tensor((lanes,), dtype), V: T.Tensor((lanes,), dtype),
+             P: T.Tensor((lanes,), dtype)):
+        with T.Kernel(1, threads=1):
+            if ramp:
+                P[0:lanes] = T.atomic_addx2(D[T.Ramp(0, 1, 2)], V[T.Ramp(0, 1, 2)],
+                                            return_prev=True)
+            else:
+                d = D[0:lanes]
+                P[0:lanes] = (T.atomic_addx2 if lanes == 2 else T.atomic_addx4)(
+                    d, V[0:lanes], return_prev=True)
+    return main

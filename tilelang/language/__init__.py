@@ -21,6 +21,7 @@ from ..layout import Fragment, Layout  # the tile layouts, not TVM's tirx.Layout
 from ..ops.annotate import annotate_layout, use_swizzle
 from .atomic import atomic_add, atomic_max, atomic_min
 from .atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
+from .atomic import atomic_or, atomic_and, atomic_xor
 from .reducer import alloc_reducer, finalize_reducer
 from .reducer import reducer_init, reducer_update
 from ..ops.copy import copy
@@ -52,7 +53,8 @@ from .parser import prim_func
 from .pointer import make_tensor, ptr
 from .print_op import print
 from .random import rng_init, rng_rand, rng_rand_float
-from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
+from .launch import pdl_sync, pdl_trigger
+from .proxy import Buffer, FragmentBuffer, SharedBuffer, StridedTensor, Tensor
 from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,
                         disable_warp_group_reg_alloc, set_max_nreg)
 from .symbolic import dynamic, symbolic

@@ -35,9 +35,28 @@ def atomic_min(dst: Any, value: Any, memory_order: str | None = None,
     return _ops.atomic_min(dst, value, memory_order, return_prev, _simt())
 
 
+def atomic_or(dst: Any, value: Any, memory_order: str | None = None,
+              return_prev: bool = False):
+    """``dst |= value`` atomically (integer element or region)."""
+    return _ops.atomic_or(dst, value, memory_order, return_prev, _simt())
+
+
+def atomic_and(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False):
+    """``dst &= value`` atomically (integer element or region)."""
+    return _ops.atomic_and(dst, value, memory_order, return_prev, _simt())
+
+
+def atomic_xor(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False):
+    """``dst ^= value`` atomically (integer element or region)."""
+    return _ops.atomic_xor(dst, value, memory_order, return_prev, _simt())
+
+
 def atomic_addx2(dst: Any, value: Any, return_prev: bool = False,
                  memory_order: str | None = None):
-    """``dst[..., j:j+2] += value[..., j:j+2]`` atomically (packed where the hardware can)."""
+    """``dst[..., j:j+2] += value[..., j:j+2]`` atomically (packed where the hardware can);
+    ``return_prev=True``: the two previous values (a vector to store into a 2-element slice)."""
     return _ops.atomic_addx2(dst, value, return_prev, memory_order, _simt())
 
 

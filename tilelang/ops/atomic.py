@@ -1,13 +1,17 @@
-"""Atomics: ``T.atomic_add | atomic_max | atomic_min`` (read-modify-write that concurrent
-threads and blocks may apply to the same element without losing updates), the vector adds
-``T.atomic_addx2 | atomic_addx4``, and ``T.atomic_load | atomic_store`` with a memory order.
+"""Atomics: ``T.atomic_add | atomic_max | atomic_min`` and the bitwise ``T.atomic_or |
+atomic_and | atomic_xor`` (read-modify-write that concurrent threads and blocks may apply to
+the same element without losing updates), the vector adds ``T.atomic_addx2 | atomic_addx4``,
+and ``T.atomic_load | atomic_store`` with a memory order.
 
-``dst`` is an element (``C[i, j]``) with a scalar ``value``, or a region with a region or
-buffer ``value`` of the same shape once unit dims are dropped (element-wise); an element ``dst``
-with a tile ``value`` stands for the region of ``value``'s shape starting there, as in
-``T.copy``.  The result is converted to ``dst``'s dtype.  ``return_prev=True`` (element form)
-makes the call an expression: the element's value before this update.  ``memory_order`` is
-one of ``cuda::memory_order``'s names (``"relaxed"`` ... ``"seq_cst"``).
+``dst`` is an element (``C[i, j]``) with a scalar ``value``; a region with a region or buffer
+``value`` of the same shape once unit dims are dropped (element-wise); or a region with a
+scalar ``value`` (every element of the region updated by it).  An element ``dst`` with a tile
+``value`` stands for the region of ``value``'s shape starting there, as in ``T.copy``.  The
+result is converted to ``dst``'s dtype.  ``return_prev=True`` (element form, and the vector
+adds) makes the call an expression: the element's value before this update (the vector adds:
+a vector of the ``lanes`` previous values, to store into a slice).  ``memory_order`` is one of
+``cuda::memory_order``'s names (``"relaxed"`` ... ``"seq_cst"``); a load takes no release
+order and a store no acquire order (``ValueError``).
 
 ``per_thread`` (set by the language layer for kernels that read raw thread indices): an element
 update outside ``T.Parallel`` is made by every thread that runs it, not once per block.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import tvm
 from tvm import tirx
 from tvm.ir import Range
 
@@ -35,12 +40,18 @@ from .base import LowerContext, TileOp, register
 ATOMIC_MARK = "tl.atomic_region"
 
 MEMORY_ORDERS = device.MEMORY_ORDERS
-RMW_KINDS = ("add", "max", "min")
+RMW_KINDS = tuple(device.RMW_HELPERS)  # add, max, min, or, and, xor
+BITWISE = ("or", "and", "xor")
+# the orders a load / a store may have (a load has no release half, a store no acquire half)
+LOAD_ORDERS = ("relaxed", "consume", "acquire", "seq_cst")
+STORE_ORDERS = ("relaxed", "release", "seq_cst")
+# the destination dtypes whose vector adds can return the previous values (a CUDA vector type)
+VEC_PREV_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @register
 class Atomic(TileOp):
-    """``kind``: add, max, min, load or store.  ``order``: a ``cuda::memory_order`` number.
+    """``kind``: add, max, min, or, and, xor, load or store.  ``order``: a ``cuda::memory_order`` number.
     ``lanes``: 2 or 4 for the vector adds (``dst`` and ``value`` are then ``lanes``
     consecutive elements).  ``per_thread``: made by every thread that runs the statement
     (a kernel that reads raw thread indices), not once per block.  ``prev``: the per-thread
@@ -53,23 +64,31 @@ class Atomic(TileOp):
 
 
 # the language ------------------------------------------------------------------------------
-def _memory_order(memory_order: Any, opname: str, default: str) -> int:
+def _memory_order(memory_order: Any, opname: str, default: str,
+                  allowed: tuple = tuple(MEMORY_ORDERS)) -> int:
     if memory_order is None:
         return MEMORY_ORDERS[default]
-    if isinstance(memory_order, str) and memory_order in MEMORY_ORDERS:
+    names = {v: k for k, v in MEMORY_ORDERS.items()}
+    if isinstance(memory_order, int) and not isinstance(memory_order, bool):
+        memory_order = names.get(memory_order, memory_order)
+    if isinstance(memory_order, str) and memory_order in allowed:
         return MEMORY_ORDERS[memory_order]
-    if isinstance(memory_order, int) and not isinstance(memory_order, bool) and \
-            memory_order in MEMORY_ORDERS.values():
-        return memory_order
-    raise DSLError(f"{opname}: memory_order must be one of {', '.join(MEMORY_ORDERS)} (or "
-                   f"its cuda::memory_order number), got {memory_order!r}")
+    raise DSLError(f"{opname.removeprefix('T.')} does not support memory_order "
+                   f"{memory_order!r}: it takes one of {', '.join(allowed)} (or its "
+                   "cuda::memory_order number)")
 
 
-def _emit_with_result(op: Atomic, dtype: str):
+def _emit_with_result(op: Atomic, dtype: str, lanes: int = 1):
     """Place ``op`` as a statement that stores its result into a fresh per-thread variable
-    and return the read of that variable."""
+    (``lanes`` elements for the vector adds) and return the read of that variable (a vector
+    of ``lanes`` for those)."""
     from tvm.script import tirx as _T
 
+    if lanes > 1:
+        buf = _T.alloc_buffer((lanes,), dtype, scope="local")
+        _T.evaluate(op.replace(prev=R.full_region(buf)).to_call())
+        return tirx.BufferLoad(buf, [tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"),
+                                               lanes)])
     var = _T.alloc_scalar(dtype, scope="local.var")
     load = getattr(var, "scalar", var)
     _T.evaluate(op.replace(prev=R.full_region(load.source)).to_call())
@@ -87,15 +106,16 @@ def _scalar_value(value: Any, dtype: str):
     return tirx.const(value, dtype) if isinstance(value, (int, float)) else loops.cast(value, dtype)
 
 
+def _single(region) -> bool:
+    return not R.squeeze(R.extents(region))
+
+
 def _atomic(kind: str, dst: Any, value: Any, memory_order: Any = None,
             return_prev: bool = False, per_thread: bool = False):
     opname = f"T.atomic_{kind}"
     order = _memory_order(memory_order, opname, "relaxed")
     value = getattr(value, "scalar", value)
     if R.is_buffer(value) or R.is_region(value):
-        if return_prev:
-            raise TileOpError(f"{opname}: return_prev=True needs an element destination and a "
-                              "scalar value (the old value of one element)")
         v = R.region_of(value, opname, "value")
         d = R.region_of(dst, opname, "destination", like_shape=R.extents(v))
         if not R.same_shape(R.squeeze(R.extents(v)), R.squeeze(R.extents(d))):
@@ -103,15 +123,25 @@ def _atomic(kind: str, dst: Any, value: Any, memory_order: Any = None,
                 f"{opname}: value {R.describe(v)} {R.fmt_shape(R.extents(v))} and destination "
                 f"{R.describe(d)} {R.fmt_shape(R.extents(d))} differ in shape"
             )
+        if _single(d):  # one element each (a 1-element tensor and a per-thread value)
+            v = tirx.BufferLoad(R.buffer_of(v), R.mins(v))
+        elif return_prev:
+            raise TileOpError(f"{opname}: return_prev=True needs an element destination and a "
+                              "scalar value (the old value of one element)")
     else:
-        d = R.region_of(dst, opname, "destination")
-        if R.squeeze(R.extents(d)):
-            raise TileOpError(f"{opname}: a scalar value needs a single-element destination, "
-                              f"got {R.describe(d)}")
-        v = _scalar_value(value, R.buffer_of(d).dtype)
+        d, v = R.region_of(dst, opname, "destination"), value
+        if return_prev and not _single(d):
+            raise TileOpError(f"{opname}: return_prev=True needs a single-element destination "
+                              f"(the old value of one element), got {R.describe(d)}")
+    dtype = R.buffer_of(d).dtype
+    if kind in BITWISE and not tvm.DataType(dtype).is_integer:
+        raise TileOpError(f"{opname}: needs an integer destination, got {R.describe(d)} of "
+                          f"{dtype}")
+    if not R.is_region(v):
+        v = _scalar_value(v, dtype)
     op = Atomic(kind=kind, dst=d, value=v, order=order, per_thread=int(per_thread))
     if return_prev:
-        return _emit_with_result(op, R.buffer_of(d).dtype)
+        return _emit_with_result(op, dtype)
     return op.to_call()
 
 
@@ -135,12 +165,36 @@ def atomic_min(dst: Any, value: Any, memory_order: str | None = None,
     return _atomic("min", dst, value, memory_order, return_prev, per_thread)
 
 
+def atomic_or(dst: Any, value: Any, memory_order: str | None = None,
+              return_prev: bool = False, per_thread: bool = False):
+    """``dst |= value`` atomically (integer element or region)."""
+    return _atomic("or", dst, value, memory_order, return_prev, per_thread)
+
+
+def atomic_and(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False, per_thread: bool = False):
+    """``dst &= value`` atomically (integer element or region)."""
+    return _atomic("and", dst, value, memory_order, return_prev, per_thread)
+
+
+def atomic_xor(dst: Any, value: Any, memory_order: str | None = None,
+               return_prev: bool = False, per_thread: bool = False):
+    """``dst ^= value`` atomically (integer element or region)."""
+    return _atomic("xor", dst, value, memory_order, return_prev, per_thread)
+
+
 def _lanes_region(x: Any, lanes: int, opname: str, role: str):
-    """``lanes`` consecutive elements along the last dim, from an element or a region of
-    that many elements."""
+    """``lanes`` consecutive elements along the last dim, from an element, a vector element
+    (``A[T.Ramp(j, 1, lanes)]``) or a region of that many elements."""
     x = getattr(x, "scalar", x)
     if R.is_element(x):
         idx = list(x.indices)
+        last = idx[-1]
+        if isinstance(last, tirx.Ramp):
+            if R.as_int(last.stride) != 1 or R.as_int(last.lanes) != lanes:
+                raise TileOpError(f"{opname}: {role} {x} must address {lanes} consecutive "
+                                  "elements (a ramp of stride 1)")
+            idx[-1] = last.base
         ext = [1] * (len(idx) - 1) + [lanes]
         return tirx.BufferRegion(x.source, [Range.from_min_extent(i, e)
                                             for i, e in zip(idx, ext)])
@@ -158,20 +212,26 @@ def _lanes_region(x: Any, lanes: int, opname: str, role: str):
 def _atomic_addx(lanes: int, dst: Any, value: Any, memory_order: Any, return_prev: bool,
                  per_thread: bool):
     opname = f"T.atomic_addx{lanes}"
-    if return_prev:
-        raise TileOpError(f"{opname}: return_prev=True is for the scalar T.atomic_add only")
     d = _lanes_region(dst, lanes, opname, "destination")
     v = _lanes_region(value, lanes, opname, "value")
     order = _memory_order(memory_order, opname, "relaxed")
-    return Atomic(kind="add", dst=d, value=v, order=order, lanes=lanes,
-                  per_thread=int(per_thread)).to_call()
+    op = Atomic(kind="add", dst=d, value=v, order=order, lanes=lanes,
+                per_thread=int(per_thread))
+    if return_prev:
+        dtype = R.buffer_of(d).dtype
+        if dtype not in VEC_PREV_DTYPES:
+            raise TileOpError(f"{opname}: return_prev=True is for float32, float16 and bfloat16 "
+                              f"destinations, got {R.describe(d)} of {dtype}")
+        return _emit_with_result(op, dtype, lanes)
+    return op.to_call()
 
 
 def atomic_addx2(dst: Any, value: Any, return_prev: bool = False,
                  memory_order: str | None = None, per_thread: bool = False):
     """``dst[..., j:j+2] += value[..., j:j+2]`` atomically, from the first elements ``dst``
     and ``value`` (or 2-element slices); one packed instruction for float16 / bfloat16 (and
-    float32 on sm_90) when ``dst`` is aligned to the pair."""
+    float32 on sm_90) when ``dst`` is aligned to the pair.  ``return_prev=True``: the two
+    previous values, a 2-lane vector (``Prev[0:2] = T.atomic_addx2(..., return_prev=True)``)."""
     return _atomic_addx(2, dst, value, memory_order, return_prev, per_thread)
 
 
@@ -188,7 +248,7 @@ def atomic_load(src: Any, memory_order: str = "seq_cst"):
     d = _scalar_dst(src, opname)
     dtype = R.buffer_of(d).dtype
     op = Atomic(kind="load", dst=d, value=tirx.const(0, dtype),
-                order=_memory_order(memory_order, opname, "seq_cst"), per_thread=1)
+                order=_memory_order(memory_order, opname, "seq_cst", LOAD_ORDERS), per_thread=1)
     return _emit_with_result(op, dtype)
 
 
@@ -198,14 +258,18 @@ def atomic_store(dst: Any, src: Any, memory_order: str = "seq_cst", per_thread: 
     d = _scalar_dst(dst, opname)
     v = _scalar_value(getattr(src, "scalar", src), R.buffer_of(d).dtype)
     return Atomic(kind="store", dst=d, value=v,
-                  order=_memory_order(memory_order, opname, "seq_cst"),
+                  order=_memory_order(memory_order, opname, "seq_cst", STORE_ORDERS),
                   per_thread=int(per_thread)).to_call()
 
 
 def apply(kind: str, old, new):
+    """The value ``kind`` leaves in an element that held ``old``."""
     if kind == "add":
         return old + new
-    return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
+    if kind in ("max", "min"):
+        return tirx.max(old, new) if kind == "max" else tirx.min(old, new)
+    return {"or": tirx.bitwise_or, "and": tirx.bitwise_and, "xor": tirx.bitwise_xor}[kind](old,
+                                                                                      new)
 
 
 # CUDA --------------------------------------------------------------------------------------
@@ -220,8 +284,10 @@ def _element_update(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
         vals = [loops.cast(tirx.BufferLoad(vb, vi[:-1] + [vi[-1] + k]), dst.dtype)
                 for k in range(op.lanes)]
         last = di[:-1] + [di[-1] + op.lanes - 1]
+        into = None if op.prev is None else tirx.address_of(
+            tirx.BufferLoad(R.buffer_of(op.prev), R.mins(op.prev)))
         return loops.guard(loops.bounds_checks(dst, last, ctx.analyzer),
-                           tirx.Evaluate(device.add_vec(op.order, addr, vals)))
+                           tirx.Evaluate(device.add_vec(op.order, addr, vals, into)))
     if op.kind == "store":
         return tirx.Evaluate(device.store(op.order, addr, op.value, dst.dtype))
     into = None if op.prev is None else tirx.address_of(
@@ -245,7 +311,7 @@ def _owner(op: Atomic, ctx: LowerContext):
     return tirx.const(0, "int32")
 
 
-@Atomic.lowering("cuda", when=lambda op, ctx: not R.is_region(op.value) or op.lanes > 1)
+@Atomic.lowering("cuda", when=lambda op, ctx: op.lanes > 1 or _single(op.dst))
 def _atomic_element_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     """Inside a ``T.Parallel`` loop, one update per loop element by the thread that runs it;
     in a kernel that reads raw thread indices, one by every thread that runs the statement;
@@ -258,23 +324,32 @@ def _atomic_element_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     if op.prev is None:
         return tirx.IfThenElse(owner, update, None)
     pb = R.buffer_of(op.prev)
-    zero = [tirx.const(0, "int32")]
-    slot = tirx.decl_buffer([1], pb.dtype, f"{pb.name}_slot", scope="shared.dyn")
+    slot = tirx.decl_buffer(list(pb.shape), pb.dtype, f"{pb.name}_slot", scope="shared.dyn")
     made = _element_update(op.replace(prev=R.full_region(slot)), ctx)
-    return tirx.SeqStmt([
-        tirx.AllocBuffer(slot),
-        tirx.IfThenElse(owner, made, None),
-        tirx.BufferStore(pb, tirx.BufferLoad(slot, zero), zero),
-    ])
+    passed = [tirx.BufferStore(pb, tirx.BufferLoad(slot, [k]), [k])
+              for k in (tirx.const(i, "int32") for i in range(R.as_int(pb.shape[0])))]
+    return tirx.SeqStmt([tirx.AllocBuffer(slot), tirx.IfThenElse(owner, made, None), *passed])
 
 
 @Atomic.lowering("cuda")
 def _atomic_region_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     """A region update: each element once, by the thread that holds it in a whole ``value``
-    fragment (replica 0), else by the threads of the element-wise layout."""
+    fragment (replica 0), else by the threads of the element-wise layout (a scalar value:
+    the same for every element)."""
     from ..layout.fragment import elementwise
 
     dst = R.buffer_of(op.dst)
+    if not R.is_region(op.value):
+        def scalar_body(indices):
+            call = device.rmw(op.kind, op.order, tirx.address_of(
+                tirx.BufferLoad(dst, indices[0])), op.value, dst.dtype)
+            return loops.guard(loops.bounds_checks(dst, indices[0], ctx.analyzer),
+                               tirx.Evaluate(call))
+
+        nest = loops.element_nest([op.dst], scalar_body, kind=loops.PARALLEL, prefix="a",
+                                  analyzer=ctx.analyzer)
+        shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+        return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
     vb = R.buffer_of(op.value)
     # a whole fragment value: the nest has its shape (unit dims too) and follows its layout
     by_fragment = vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape)
@@ -314,10 +389,11 @@ def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
             val, ok = op.value, []
         old = tirx.BufferLoad(dst, di)
         stmts = []
-        if op.prev is not None:
+        if op.prev is not None:  # a vector add's k-th element: the k-th previous value
             pb = R.buffer_of(op.prev)
-            stmts.append(tirx.BufferStore(pb, old, zero))
-            old = tirx.BufferLoad(pb, zero)
+            at = [di[-1] - R.mins(op.dst)[-1]] if op.lanes > 1 else zero
+            stmts.append(tirx.BufferStore(pb, old, at))
+            old = tirx.BufferLoad(pb, at)
         if op.kind == "store":
             stmts.append(tirx.BufferStore(dst, val, di))
         elif op.kind != "load":

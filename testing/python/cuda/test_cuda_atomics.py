@@ -30,16 +30,17 @@ def instructions(ptx):
 def test_vector_adds_use_packed_atomics(lanes, dtype, packed):
     ptx, src = ptx_and_source(addx(lanes, 4, 16, dtype))
     assert packed in instructions(ptx)
-    assert f"tl::atomic_addx{lanes}<0>" in src
+    assert re.search(rf"AtomicAddx{lanes}\(.*, 0\);", src)
     assert "membar" not in ptx and "fence" not in ptx  # relaxed: no fences
 
 
 @needs_nvcc
 def test_memory_orders_become_fences():
     ptx, src = ptx_and_source(addx(4, 4, 16, "float32", order="release"))
-    assert "tl::atomic_addx4<3>" in src and "membar.gl" in ptx
+    assert re.search(r"AtomicAddx4\(.*, 3\);", src) and "membar.gl" in ptx
     ptx, src = ptx_and_source(load_store(4))
-    assert "tl::atomic_store<3>" in src and "tl::atomic_load<2>" in src and "membar.gl" in ptx
+    assert re.search(r"AtomicStore\(.*, 3\);", src) and re.search(r"AtomicLoad\(.*, 2\)\)", src)
+    assert "membar.gl" in ptx
 
 
 @needs_nvcc
@@ -47,7 +48,7 @@ def test_return_prev_in_a_replicated_loop_is_made_once_per_element():
     # 16 elements over 32 threads: threads 16..31 are replicas, which must not add again
     ptx, src = ptx_and_source(slots(16))
     body = src[src.index("main_kernel("):]
-    call = body.index("tl::atomic_add<0>")
+    call = body.index("AtomicAddRet(")
     assert "threadIdx.x) >> 4) == 0" in body[:call], body
 
 
@@ -63,7 +64,7 @@ def test_block_level_return_prev_reaches_every_thread():
 def test_simt_kernels_update_per_thread():
     ptx, src = ptx_and_source(simt_histogram(100, 8))
     body = src[src.index("main_kernel("):]
-    assert "tl::atomic_add<0>" in body and "== 0)" not in body
+    assert "AtomicAdd(" in body and "== 0)" not in body
 
 
 # on the GPU ---------------------------------------------------------------------------------
@@ -117,3 +118,82 @@ def test_gpu_load_store():
     seen = torch.zeros(4, dtype=torch.int32, device="cuda")
     tilelang.compile(load_store(4), target="cuda")(flag, seen)
     assert flag.tolist() == [1, 2, 3, 4] and seen.tolist() == [1, 2, 3, 4]
+
+
+# public helper names, bitwise atomics, regions with a scalar, vector old values --------------
+import tilelang.language as T  # noqa: E402
+
+from atomic_programs import addx_prev  # noqa: E402
+
+
+@needs_nvcc
+def test_bitwise_atomics_name_their_helpers_and_orders():
+    @T.prim_func
+    def main(A: T.Tensor((3,), "int32"), m: T.int32):
+        with T.Kernel(1, threads=32):
+            T.atomic_or(A[0], m, memory_order="release")
+            T.atomic_and(A[1], m)
+            T.atomic_xor(A[2], m, memory_order="acq_rel")
+
+    ptx, src = ptx_and_source(main)
+    assert re.search(r"AtomicOr\(.*, 3\);", src) and re.search(r"AtomicAnd\(.*, 0\);", src)
+    assert re.search(r"AtomicXor\(.*, 4\);", src)
+    assert {"atom.global.or.b32", "atom.global.and.b32", "atom.global.xor.b32"} <= \
+        instructions(ptx) or "red.global.or.b32" in ptx
+
+
+@needs_nvcc
+def test_region_with_scalar_value_and_one_element_tensor_compile():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(2, 2, threads=32) as (bx, by):
+            a = T.alloc_local([1], "float32")
+            T.copy(B, a)
+            T.atomic_max(A[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32], 0.5)
+            T.atomic_add(B, a)
+
+    ptx, src = ptx_and_source(main)
+    body = src[src.index("main_kernel("):]
+    assert body.count("AtomicMax(") >= 32  # 32 x 32 elements over 32 threads
+    assert "AtomicAdd(" in body
+
+
+@needs_nvcc
+@pytest.mark.parametrize("lanes,dtype,wrap", [(2, "float32", ""), (4, "float32", ""),
+                                              (2, "float16", "tl::to_uint1("),
+                                              (4, "bfloat16", "tl::to_uint2(")])
+def test_vector_add_return_prev_source(lanes, dtype, wrap):
+    ptx, src = ptx_and_source(addx_prev(lanes, dtype))
+    assert f"{wrap}AtomicAddx{lanes}Ret(" in src
+
+
+@needs_nvcc
+def test_bf16_vector_adds_compile_for_sm75():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "bfloat16"), B: T.Tensor((64,), "bfloat16"),
+             P: T.Tensor((64,), "bfloat16")):
+        with T.Kernel(1, threads=32):
+            T.atomic_add(B[1], A[1])
+            for i in T.Parallel(32):
+                T.atomic_addx2(B[i * 2], A[i * 2])
+            P[0] = T.atomic_add(B[0], A[0], return_prev=True)
+            P[0:2] = T.atomic_addx2(B[0:2], A[0:2], return_prev=True)
+            P[0:4] = T.atomic_addx4(B[0:4], A[0:4], return_prev=True)
+
+    src = tilelang.compile(main, target="cuda -arch=sm_75").get_kernel_source()
+    for helper in ("AtomicAdd(", "AtomicAddx2(", "AtomicAddRet(", "AtomicAddx2Ret(",
+                   "AtomicAddx4Ret("):
+        assert helper in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lanes,dtype", [(2, "float32"), (4, "float32"), (2, "float16"),
+                                         (4, "bfloat16")])
+def test_gpu_vector_add_return_prev(lanes, dtype):
+    t = getattr(torch, dtype)
+    d = torch.arange(1, lanes + 1).to(t).cuda()
+    v = (10 * torch.arange(1, lanes + 1)).to(t).cuda()
+    p = torch.zeros(lanes).to(t).cuda()
+    tilelang.compile(addx_prev(lanes, dtype), target="cuda")(d, v, p)
+    assert p.tolist() == list(range(1, lanes + 1))
+    assert d.tolist() == [11 * k for k in range(1, lanes + 1)]

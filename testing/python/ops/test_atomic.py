@@ -62,7 +62,7 @@ def test_atomic_max_and_min():
 # return_prev, memory orders, vector adds, loads and stores ----------------------------------
 import pytest  # noqa: E402
 
-from atomic_programs import addx, load_store, max_min_prev, slots, ticket  # noqa: E402
+from atomic_programs import addx, addx_prev, load_store, max_min_prev, slots, ticket  # noqa: E402,E501
 from tilelang.errors import DSLError  # noqa: E402
 
 
@@ -126,11 +126,116 @@ def test_atomic_argument_errors():
                 fn(A, B)
         return main
 
-    with pytest.raises(DSLError, match="memory_order must be one of"):
+    with pytest.raises(DSLError, match="atomic_add does not support memory_order 'strong'"):
         build(lambda A, B: T.atomic_add(A[0], 1.0, memory_order="strong"))
     with pytest.raises(DSLError, match="return_prev=True needs an element destination"):
         build(lambda A, B: T.atomic_add(A[0:4], B[0:4], return_prev=True))
-    with pytest.raises(DSLError, match="return_prev=True is for the scalar"):
-        build(lambda A, B: T.atomic_addx2(A[0], B[0], return_prev=True))
+    with pytest.raises(DSLError, match="return_prev=True needs a single-element destination"):
+        build(lambda A, B: T.atomic_add(A[0:4], 1.0, return_prev=True))
+    with pytest.raises(DSLError, match="atomic_or: needs an integer destination"):
+        build(lambda A, B: T.atomic_or(A[0], 1))
     with pytest.raises(DSLError, match="4 consecutive elements"):
         build(lambda A, B: T.atomic_addx4(A[0:2], B[0:2]))
+
+
+# memory orders of loads and stores, bitwise atomics, regions with a scalar, vector old values --
+@pytest.mark.parametrize("order,ok", [("acquire", True), ("consume", True), ("release", False),
+                                      ("acq_rel", False), ("bogus", False)])
+def test_atomic_load_memory_orders(order, ok):
+    def build():
+        @T.prim_func
+        def main(S: T.Tensor((1,), "int32"), O: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=1):
+                O[0] = T.atomic_load(S[0], memory_order=order)
+        return main
+
+    if ok:
+        build()
+    else:
+        with pytest.raises(ValueError, match=f"atomic_load does not support memory_order '{order}'"):
+            build()
+
+
+@pytest.mark.parametrize("order,ok", [("release", True), ("relaxed", True), ("acquire", False),
+                                      ("consume", False), ("acq_rel", False)])
+def test_atomic_store_memory_orders(order, ok):
+    def build():
+        @T.prim_func
+        def main(D: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=1):
+                T.atomic_store(D[0], 1, memory_order=order)
+        return main
+
+    if ok:
+        build()
+    else:
+        with pytest.raises(ValueError, match=f"atomic_store does not support memory_order '{order}'"):
+            build()
+
+
+def test_atomic_bitwise_from_every_block():
+    G = 6
+
+    @T.prim_func
+    def main(X: T.Tensor((G,), "int32"), R: T.Tensor((3,), "int32"), P: T.Tensor((G,), "int32")):
+        with T.Kernel(G, threads=32) as bx:
+            T.atomic_or(R[0], X[bx])
+            T.atomic_and(R[1], X[bx], memory_order="release")
+            P[bx] = T.atomic_xor(R[2], X[bx], return_prev=True)
+
+    x = torch.tensor([1, 6, 16, 7, 96, 3], dtype=torch.int32)
+    r = torch.tensor([0, -1, 5], dtype=torch.int32)
+    p = torch.zeros(G, dtype=torch.int32)
+    tilelang.compile(main, target="cpu")(x, r, p)
+    want_xor = 5
+    prevs = []
+    for v in x.tolist():
+        prevs.append(want_xor)
+        want_xor ^= v
+    assert r.tolist() == [1 | 6 | 16 | 7 | 96 | 3, -1 & 1 & 6 & 16 & 7 & 96 & 3, want_xor]
+    assert p.tolist() == prevs  # the CPU runs the blocks in order
+
+
+def test_atomic_region_with_scalar_value():
+    M, N, b = 8, 8, 4
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(M // b, N // b, threads=32) as (bx, by):
+            T.atomic_add(A[bx * b:(bx + 1) * b, by * b:(by + 1) * b], 2.0)
+            T.atomic_max(B[bx * b:(bx + 1) * b, by * b:(by + 1) * b], 0.5)
+
+    a = torch.randn(M, N)
+    bb = torch.randn(M, N)
+    ra, rb = a + 2, torch.clamp(bb, min=0.5)
+    tilelang.compile(main, target="cpu")(a, bb)
+    torch.testing.assert_close(a, ra)
+    torch.testing.assert_close(bb, rb)
+
+
+def test_atomic_add_of_a_per_thread_value_into_a_one_element_tensor():
+    @T.prim_func
+    def main(A: T.Tensor((1,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(3) as _:
+            a = T.alloc_local([1], "float32")
+            T.copy(A, a)
+            T.atomic_add(B, a)
+            T.atomic_add(B, 1)
+
+    a = torch.tensor([2.5])
+    b = torch.zeros(1)
+    tilelang.compile(main, target="cpu")(a, b)
+    assert b.tolist() == [3 * 3.5]
+
+
+@pytest.mark.parametrize("lanes,dtype,ramp", [(2, "float32", False), (2, "float32", True),
+                                              (4, "float32", False), (2, "float16", False),
+                                              (4, "bfloat16", False)])
+def test_vector_add_returns_the_previous_values(lanes, dtype, ramp):
+    t = getattr(torch, dtype)
+    d = torch.arange(1, lanes + 1).to(t)
+    v = (10 * torch.arange(1, lanes + 1)).to(t)
+    p = torch.zeros(lanes).to(t)
+    tilelang.compile(addx_prev(lanes, dtype, ramp), target="cpu")(d, v, p)
+    assert p.tolist() == list(range(1, lanes + 1))
+    assert d.tolist() == [11 * k for k in range(1, lanes + 1)]
