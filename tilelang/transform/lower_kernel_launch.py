@@ -17,7 +17,7 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..device import cpu_form
-from ..device import random
+from ..device import launch, random
 from ..device.effects import effect_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
@@ -141,7 +141,8 @@ def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     func = func.with_body(map_kernels(func.body, lambda k: random.lower_kernel(k, cpu)))
     if not cpu:
         return func.with_body(_Rasterize()(func.body))
-    body = _CPULaunch()(cpu_form.lower(func.body))
+    # the CPU runs kernels one after the other: launch dependencies hold already
+    body = _CPULaunch()(cpu_form.lower(launch.drop(func.body)))
     if not any(is_buffer_var(p) for p in func.params):
         # TVM takes the device of the host's workspace allocations from the tensor arguments;
         # a kernel of only T.ptr addresses and scalars names the CPU itself

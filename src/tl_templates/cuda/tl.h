@@ -5,6 +5,7 @@
 #include "copy_sm80.h"
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"
+#include "launch.h"
 #include "ldst.h"
 #include "random.h"
 #include "reduce.h"
