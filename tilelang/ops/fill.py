@@ -77,6 +77,9 @@ def _fill_cuda(op: Fill, ctx: LowerContext) -> tirx.Stmt:
             return _fill_fragment_slice(op, ctx)
         return loops.with_layout(elementwise_fill(op, ctx), ctx.layout(buf))
     shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+    if not shape:  # one element (a 1-element tensor): thread 0 stores it
+        return tirx.IfThenElse(ctx.thread_var == 0, elementwise_fill(op, ctx, kind=loops.SERIAL),
+                               None)
     vec = loops.vector_width([op.dst], ctx.analyzer)
     return loops.with_layout(elementwise_fill(op, ctx), elementwise(shape, ctx.num_threads, vec),
                              vec)

@@ -149,6 +149,7 @@ def test_region_with_scalar_value_and_one_element_tensor_compile():
         with T.Kernel(2, 2, threads=32) as (bx, by):
             a = T.alloc_local([1], "float32")
             T.copy(B, a)
+            T.clear(B)  # a 1-element fill: thread 0 stores it
             T.atomic_max(A[bx * 32:(bx + 1) * 32, by * 32:(by + 1) * 32], 0.5)
             T.atomic_add(B, a)
 
@@ -156,6 +157,24 @@ def test_region_with_scalar_value_and_one_element_tensor_compile():
     body = src[src.index("main_kernel("):]
     assert body.count("AtomicMax(") >= 32  # 32 x 32 elements over 32 threads
     assert "AtomicAdd(" in body
+    assert re.search(r"if \(\(\(int\)threadIdx.x\) == 0\) \{\s*B_ptr\[0\] = ", body), body
+
+
+@pytest.mark.gpu
+def test_gpu_one_element_tensor_cleared_then_added():
+    @T.prim_func
+    def main(A: T.Tensor((1,), "float32"), B: T.Tensor((1,), "float32")):
+        with T.Kernel(1) as _:
+            a = T.alloc_local([1], "float32")
+            T.copy(A, a)
+            T.clear(B)
+            T.atomic_add(B, a)
+            T.atomic_add(B, 1)
+
+    a = torch.tensor([2.5], device="cuda")
+    b = torch.full((1,), 7.0, device="cuda")
+    tilelang.compile(main, target="cuda")(a, b)
+    assert b.tolist() == [3.5]
 
 
 @needs_nvcc
