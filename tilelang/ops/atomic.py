@@ -350,6 +350,9 @@ def _atomic_region_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
                                   analyzer=ctx.analyzer)
         shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
         return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
+    lanes = _vector_lanes(op, ctx)
+    if lanes > 1:
+        return _vector_region_add(op, ctx, lanes)
     vb = R.buffer_of(op.value)
     # a whole fragment value: the nest has its shape (unit dims too) and follows its layout
     by_fragment = vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape)
@@ -367,6 +370,47 @@ def _atomic_region_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
         return loops.with_layout(nest, ctx.layout(vb))
     shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
     return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
+
+
+# the widest packed add of a destination dtype (elements per AtomicAddxN)
+VECTOR_LANES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _vector_lanes(op: Atomic, ctx: LowerContext) -> int:
+    """Elements per packed add of a region add between memory tiles of one dtype whose last
+    dims are contiguous and aligned to the vector (1: element by element).  Fragment values
+    are read by their owner threads, element by element."""
+    want = VECTOR_LANES.get(str(R.buffer_of(op.dst).dtype), 1)
+    vb = R.buffer_of(op.value)
+    if op.kind != "add" or want == 1 or vb.scope() == "local.fragment" or \
+            vb.scope() in ("local", "local.var"):
+        return 1
+    width = loops.vector_width([op.dst, op.value], ctx.analyzer,
+                               max_bytes=want * loops.elem_bytes(str(vb.dtype)))
+    return width if width > 1 else 1
+
+
+def _vector_region_add(op: Atomic, ctx: LowerContext, lanes: int) -> tirx.Stmt:
+    """A region add as packed adds of ``lanes`` consecutive elements (``AtomicAddx2/x4``,
+    with the op's memory order), spread over the threads like any element-wise nest."""
+    from ..layout.fragment import elementwise
+
+    dst, vb = R.buffer_of(op.dst), R.buffer_of(op.value)
+    shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+    groups = shape[:-1] + [shape[-1] // lanes]
+
+    def at(iv):
+        local = list(iv[:-1]) + [iv[-1] * lanes]
+        di = loops.region_indices(op.dst, local)
+        vi = loops.region_indices(op.value, local)
+        vals = [loops.cast(tirx.BufferLoad(vb, vi[:-1] + [vi[-1] + k]), dst.dtype)
+                for k in range(lanes)]
+        last = di[:-1] + [di[-1] + lanes - 1]
+        call = device.add_vec(op.order, tirx.address_of(tirx.BufferLoad(dst, di)), vals)
+        return loops.guard(loops.bounds_checks(dst, last, ctx.analyzer), tirx.Evaluate(call))
+
+    nest = loops.loop_nest(groups, at, kind=loops.PARALLEL, prefix="a", analyzer=ctx.analyzer)
+    return loops.with_layout(nest, elementwise(groups, ctx.num_threads))
 
 
 # CPU ---------------------------------------------------------------------------------------

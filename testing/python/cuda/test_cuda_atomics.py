@@ -216,3 +216,31 @@ def test_gpu_vector_add_return_prev(lanes, dtype):
     tilelang.compile(addx_prev(lanes, dtype), target="cuda")(d, v, p)
     assert p.tolist() == list(range(1, lanes + 1))
     assert d.tolist() == [11 * k for k in range(1, lanes + 1)]
+
+
+def region_add(n, threads, dtype, order):
+    @T.prim_func
+    def main(X: T.Tensor((n,), dtype), Out: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=threads):
+            T.atomic_add(Out[0:n], X[0:n], memory_order=order)
+    return main
+
+
+@needs_nvcc
+@pytest.mark.parametrize("dtype,lanes", [("float16", 2), ("bfloat16", 2), ("float32", 4)])
+def test_region_add_between_memory_tiles_is_packed_and_keeps_its_order(dtype, lanes):
+    ptx, src = ptx_and_source(region_add(64, 32, dtype, "acq_rel"))
+    calls = re.findall(r"AtomicAddx\d\([^;]*\);", src)
+    assert calls and all(c.startswith(f"AtomicAddx{lanes}(") and c.endswith(", 4);")
+                         for c in calls), src
+    assert "AtomicAdd(" not in src
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_gpu_region_add_packed(dtype):
+    t = getattr(torch, dtype)
+    x = torch.randn(64, device="cuda").to(t)
+    out = torch.ones(64, device="cuda").to(t)
+    tilelang.compile(region_add(64, 32, dtype, "release"), target="cuda")(x, out)
+    torch.testing.assert_close(out.float(), 1 + x.float(), atol=1e-2, rtol=1e-2)
