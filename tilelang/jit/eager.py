@@ -41,6 +41,7 @@ from tvm.script.parser.core.parser import Parser
 from tvm.tirx.buffer import is_buffer_var
 
 from ..errors import DSLError, DSLTypeError, KernelArgumentError
+from .params import logical_layout
 from ..language import eager as _lang
 from ..language import parser as _parser
 from ..language.loop import clear_pending, mark_parallel_loops
@@ -196,14 +197,19 @@ class EagerJITFunction:
                 raise KernelArgumentError(
                     f"{self.fn.__name__}: parameter {name!r} is declared with {len(dims)} "
                     f"dimensions, got a tensor of shape {tuple(int(s) for s in shape)}")
-            for d, (decl, got) in enumerate(zip(dims, shape)):
+            shape, strides = logical_layout(buf.dtype, tensor)
+            named = [(f"dimension {d}", decl, got) for d, (decl, got) in enumerate(zip(dims, shape))]
+            if len(buf.strides) and strides is not None:  # T.StridedTensor: strides bind too
+                named += [(f"stride {d}", decl, got)
+                          for d, (decl, got) in enumerate(zip(buf.strides, strides))]
+            for where, decl, got in named:
                 got = int(got)
                 probed = scope.probed.get(getattr(decl, "name", None))
                 if isinstance(decl, tirx.Var) and probed is not None and probed.same_as(decl):
                     if consts.setdefault(decl.name, got) != got:
                         raise KernelArgumentError(
                             f"{self.fn.__name__}: size {decl.name} is {consts[decl.name]} from "
-                            f"an earlier tensor but {got} from dimension {d} of {name!r}")
+                            f"an earlier tensor but {got} from {where} of {name!r}")
         return consts
 
     # building -------------------------------------------------------------------------
@@ -485,8 +491,8 @@ def _is_one_of(value: Any, buffers: list) -> bool:
 
 
 def _tensor_key(t: Any):
-    if isinstance(t, torch.Tensor):
-        return (tuple(t.shape), t.dtype, t.device.type)
+    if isinstance(t, torch.Tensor):  # strides too: T.StridedTensor binds sizes from them
+        return (tuple(t.shape), t.stride(), t.dtype, t.device.type)
     return (type(t), id(t))
 
 

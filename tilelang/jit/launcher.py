@@ -4,6 +4,9 @@ in a few comparisons per argument, and hands every other call to :class:`Argumen
 The generated ``launch(fn, args)`` unrolls, for each input, the test the call must pass: a
 tensor of the parameter's torch dtype, of the signature's shape, on the kernel's device type and
 contiguous (all on one CUDA device); a Python scalar of the parameter's kind within its range.
+Tensors with declared strides (``T.StridedTensor``) take the binder unless those are the
+row-major strides of a static shape; a kernel with a packed sub-byte tensor parameter
+(``T.float4_e2m1fn`` ...) always takes the binder, which passes a view of the logical type.
 The signature holds the static shapes; for a kernel with size variables it is the last one the
 binder validated (with the output shapes bound from it), replaced as one tuple so that a
 concurrent call never pairs input shapes with another signature's output shapes.  When every
@@ -19,7 +22,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import OutOfBoundsError
-from .params import ArgumentBinder
+from .params import ArgumentBinder, _row_major
 
 _INT64_MAX = 2**63 - 1  # the packed API carries integers as int64
 
@@ -53,7 +56,8 @@ def _like_source(plan: list, output: tuple) -> tuple[int, bool] | None:
     size is 0 or 1 (then ``memory_format=torch.contiguous_format`` is needed)."""
     dtype, shape, _static = output
     for (k, tensor, in_dtype, _s, _kind, _lo, _hi, p) in plan:
-        if tensor and in_dtype is dtype and list(p.shape) == list(shape):
+        if tensor and in_dtype is dtype and list(p.shape) == list(shape) and \
+                p.strides is None and p.pack == 1:
             exact = all(isinstance(s, int) and s > 1 for s in shape)
             return k, exact
     return None
@@ -79,9 +83,11 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     ns["state"] = state
 
     tests = []
-    for (k, tensor, dtype, _shape, kind, lo, hi, _p) in plan:
+    for (k, tensor, dtype, _shape, kind, lo, hi, p) in plan:
         a = f"a{k}"
-        if tensor:
+        if tensor and p.strides is not None and p.strides != _row_major(p.shape):
+            tests.append("False")  # declared strides are checked (and bound) by the binder
+        elif tensor:
             ns[f"dt{k}"] = dtype
             where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
             tests.append(f"isinstance({a}, Tensor) and {a}.dtype is dt{k} and "
@@ -134,6 +140,8 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     ret = "None" if not outs else outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
     lines.append(f"{body}return {ret}")
     lines.append("    return checked(fn, args)")
+    if not binder.direct:  # packed sub-byte tensors are passed as views: always the binder
+        lines = ["def launch(fn, args):", "    return checked(fn, args)"]
 
     def checked(fn: Callable, args: tuple) -> Any:
         """The call through the binder: every check, then (for size variables) the signature

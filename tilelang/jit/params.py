@@ -13,19 +13,34 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..errors import KernelArgumentError, KernelArgumentTypeError
-from ..utils.dtype import torch_dtype
+from ..utils.dtype import elements_per_byte, packed_torch_dtypes, torch_dtype
+from .packed_view import logical_view
 
 
 @dataclass
 class TensorParam:
     """A tensor parameter: ``shape`` holds ints, ``str`` names of size variables, or ``None``
-    for a size given by an expression (checked by the kernel itself)."""
+    for a size given by an expression (checked by the kernel itself).  ``strides`` is ``None``
+    for a row-major tensor, else the declared strides (``T.StridedTensor``) in the same form.
+    Shape and strides count elements of ``dtype``; a sub-byte ``dtype`` packs ``pack``
+    elements per byte of the torch tensor (its last dimension is ``pack`` times shorter, its
+    other strides ``pack`` times smaller)."""
 
     name: str
     dtype: str
     shape: list
     torch_dtype: Any
     dim_types: list = field(default_factory=list)  # the integer type of each size: "int32", ...
+    strides: list | None = None
+    stride_types: list = field(default_factory=list)
+    pack: int = 1
+
+    def storage_shape(self, shape: Sequence[int]) -> list[int]:
+        """The shape of the torch tensor holding a tensor of logical ``shape``."""
+        shape = list(shape)
+        if self.pack > 1 and shape:
+            shape[-1] //= self.pack
+        return shape
 
     @property
     def max_elements(self) -> int:
@@ -47,20 +62,32 @@ class ScalarParam:
 POINTER = "handle"
 
 
+def _sizes(exprs) -> list:
+    """Declared sizes or strides as ints, size-variable names, or None for expressions."""
+    out = []
+    for s in exprs:
+        if isinstance(s, tirx.IntImm):
+            out.append(int(s))
+        elif isinstance(s, tirx.Var):
+            out.append(s.name)
+        else:
+            out.append(None)
+    return out
+
+
 def params_of(func: tirx.PrimFunc) -> list:
     out = []
     for p in func.params:
         if is_buffer_var(p):
-            shape = []
-            for s in p.shape:
-                if isinstance(s, tirx.IntImm):
-                    shape.append(int(s))
-                elif isinstance(s, tirx.Var):
-                    shape.append(s.name)
-                else:
-                    shape.append(None)
-            out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype),
-                                   [str(s.ty) for s in p.shape]))
+            strides = _sizes(p.strides) if len(p.strides) else None
+            pack = elements_per_byte(p.dtype)
+            if pack > 1 and not len(p.shape):
+                raise KernelArgumentError(
+                    f"parameter {p.name!r}: a {p.dtype} tensor needs at least one dimension "
+                    f"(its last dimension packs {pack} elements per byte)")
+            out.append(TensorParam(p.name, p.dtype, _sizes(p.shape), torch_dtype(p.dtype),
+                                   [str(s.ty) for s in p.shape], strides,
+                                   [str(s.ty) for s in p.strides], pack))
         elif isinstance(p.ty, tvm.ir.PointerType):
             out.append(ScalarParam(p.name, POINTER))
         else:
@@ -81,8 +108,9 @@ def _expectation(k: int, param) -> tuple:
     if isinstance(param, TensorParam):
         shape = None  # no torch.Size equals None: size variables always take the full check
         if all(isinstance(s, int) for s in param.shape) and \
-                _product(param.shape) <= param.max_elements:
-            shape = tuple(param.shape)
+                _product(param.shape) <= param.max_elements and param.pack == 1 and \
+                (param.strides is None or param.strides == _row_major(param.shape)):
+            shape = tuple(param.shape)  # packed or strided tensors: the full check only
         return (k, True, param.torch_dtype, shape, None, None, None, param)
     kind = lo = hi = None
     if param.dtype == POINTER:  # converted to an address by the binder
@@ -128,6 +156,15 @@ class ArgumentBinder:
                 raise KernelArgumentError(
                     f"{kernel_name}: output {p.name!r} has shape {fmt(p.shape)} with a size "
                     "expression; outputs need sizes that are constants or size variables")
+            if p.strides is not None and p.strides != _row_major(p.shape):
+                raise KernelArgumentError(
+                    f"{kernel_name}: output {p.name!r} has strides {fmt(p.strides)}, which "
+                    "are not those of a row-major tensor of its shape; the call allocates "
+                    "outputs row-major, so pass a strided tensor as an argument instead")
+            if p.pack > 1 and isinstance(p.shape[-1], int) and p.shape[-1] % p.pack:
+                raise KernelArgumentError(
+                    f"{kernel_name}: output {p.name!r} of {p.dtype} has a last dimension of "
+                    f"{p.shape[-1]}, not a multiple of the {p.pack} elements a byte packs")
         known = {s for i in self.inputs if isinstance(params[i], TensorParam)
                  for s in params[i].shape if isinstance(s, str)}
         for i in out_idx:
@@ -142,6 +179,9 @@ class ArgumentBinder:
         # where each output goes among the arguments, inserted in ascending position
         self._insert = sorted((i, j) for j, i in enumerate(out_idx))
         self._cuda = device_type == "cuda"
+        #: whether a call's arguments can go to the kernel as torch gives them (no packed
+        #: sub-byte tensor needs a view of its logical element type)
+        self.direct = not any(isinstance(p, TensorParam) and p.pack > 1 for p in params)
         self._devices: dict[int, torch.device] = {}  # get_device() index -> torch.device
 
     def bind(self, args: Sequence) -> tuple[list, list, bool]:
@@ -163,7 +203,11 @@ class ArgumentBinder:
                     if values is None:
                         values = list(args)
                     values[k] = a
-                self._check_tensor(p, a, sizes)
+                view = self._check_tensor(p, a, sizes)
+                if view is not a:
+                    if values is None:
+                        values = list(args)
+                    values[k] = view
                 if cuda:
                     d = a.get_device()
                     if index is None:
@@ -183,9 +227,20 @@ class ArgumentBinder:
         for dtype, shape, static in self._outputs:
             if not static:
                 shape = [s if isinstance(s, int) else sizes[s] for s in shape]
-            outs.append(torch.empty(shape, dtype=dtype, device=device))
+            outs.append(shape)
+        passed = list(outs)
+        for j, i in enumerate(self.out_idx):
+            p, shape = self.params[i], outs[j]
+            if p.pack > 1 and shape[-1] % p.pack:
+                raise KernelArgumentError(
+                    f"{self.kernel_name}: output {p.name!r} of {p.dtype} would have a last "
+                    f"dimension of {shape[-1]}, not a multiple of the {p.pack} elements a "
+                    "byte packs")
+            outs[j] = torch.empty(p.storage_shape(shape), dtype=p.torch_dtype, device=device)
+            passed[j] = outs[j] if p.pack == 1 else \
+                logical_view(outs[j], p.dtype, shape, _row_major(shape))
         for pos, j in self._insert:
-            full.insert(pos, outs[j])
+            full.insert(pos, passed[j])
         return full, outs, was_numpy
 
     def _device(self, index: int | None) -> torch.device:
@@ -280,46 +335,141 @@ class ArgumentBinder:
             raise KernelArgumentError(f"{name} expects {p.dtype}; torch cannot view the numpy "
                                       f"array of dtype {a.dtype}: {e}") from None
 
-    def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> None:
+    def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> Any:
+        """Check tensor argument ``t`` of ``p``, binding its size (and stride) variables in
+        ``sizes``; return what the kernel is given: ``t`` itself, a view of it with the
+        declared stride of a dimension of extent 1 (whose stride means nothing), or for a
+        packed sub-byte tensor a view of its logical element type."""
         name = self.kernel_name
         if not isinstance(t, torch.Tensor):
             raise KernelArgumentError(f"{name}: parameter {p.name!r} expects a torch.Tensor of "
                                       f"{p.dtype} {fmt(p.shape)}, got {type(t).__name__}")
-        if t.dtype != p.torch_dtype:
+        if p.pack > 1:
+            self._check_packed(p, t)
+        elif t.dtype != p.torch_dtype:
             raise KernelArgumentError(f"{name}: parameter {p.name!r} expects dtype {p.dtype}, "
                                       f"got {str(t.dtype).replace('torch.', '')}")
         if t.dim() != len(p.shape):
             raise KernelArgumentError(f"{name}: parameter {p.name!r} expects {len(p.shape)} dims "
                                       f"{fmt(p.shape)}, got shape {tuple(t.shape)}")
-        for d, (want, got) in enumerate(zip(p.shape, t.shape)):
+        shape, strides = logical_layout(p.dtype, t)
+        what = "shape" if p.pack == 1 else f"shape (in {p.dtype} elements)"
+        for d, (want, got) in enumerate(zip(p.shape, shape)):
             if isinstance(want, int):
                 if want != got:
                     raise KernelArgumentError(
-                        f"{name}: parameter {p.name!r} expects shape {fmt(p.shape)}, got "
-                        f"{tuple(t.shape)} (dim {d} is {got}, expected {want})")
+                        f"{name}: parameter {p.name!r} expects {what} {fmt(p.shape)}, got "
+                        f"{tuple(shape)} (dim {d} is {got}, expected {want})"
+                        + self._packed_note(p, t))
             elif isinstance(want, str):
-                limit = np.iinfo(p.dim_types[d]).max
-                if got > limit:
+                self._bind_size(p, want, got, f"dim {d}", p.dim_types[d], sizes)
+        if p.strides is not None:
+            fixed = False
+            for d, (want, got) in enumerate(zip(p.strides, strides)):
+                if isinstance(want, int) and want != got:
+                    if shape[d] <= 1:  # any stride walks a dimension of one element
+                        strides[d], fixed = want, True
+                        continue
                     raise KernelArgumentError(
-                        f"{name}: parameter {p.name!r} has {want} = {got} in dim {d}, which does "
-                        f"not fit {want}'s type {p.dim_types[d]} (at most {limit}); declare it "
-                        f'T.dynamic("{want}", "int64")')
-                bound = sizes.setdefault(want, got)
-                if bound != got:
-                    raise KernelArgumentError(
-                        f"{name}: parameter {p.name!r} has {want} = {got} in dim {d}, but an "
-                        f"earlier argument bound {want} = {bound}")
-        if t.numel() > p.max_elements:
+                        f"{name}: parameter {p.name!r} expects strides {fmt(p.strides)}"
+                        f"{'' if p.pack == 1 else f' (in {p.dtype} elements)'}, got "
+                        f"{tuple(strides)} (stride {d} is {got}, expected {want})")
+                if isinstance(want, str):
+                    self._bind_size(p, want, got, f"stride {d}", p.stride_types[d], sizes)
+            if fixed and p.pack == 1:
+                t = t.as_strided(t.shape, strides, t.storage_offset())
+        count = _product(shape) if p.strides is None else _span(shape, strides)
+        if count > p.max_elements:
+            what = "has" if p.strides is None else "spans"
             raise KernelArgumentError(
-                f"{name}: parameter {p.name!r} has {t.numel()} elements, more than its 32-bit "
+                f"{name}: parameter {p.name!r} {what} {count} elements, more than its 32-bit "
                 f"index arithmetic can address ({p.max_elements}); declare its sizes "
                 "T.dynamic(..., \"int64\") so that offsets are computed in 64 bits")
         if t.device.type != self.device_type:
             raise KernelArgumentError(f"{name}: parameter {p.name!r} must be on the "
                                       f"{self.device_type} device, got a tensor on {t.device}")
-        if not t.is_contiguous():
-            raise KernelArgumentError(f"{name}: parameter {p.name!r} must be contiguous "
-                                      f"(row-major); got strides {t.stride()}; call .contiguous()")
+        if p.strides is None and not t.is_contiguous():
+            raise KernelArgumentError(
+                f"{name}: parameter {p.name!r} must be contiguous (row-major); got strides "
+                f"{t.stride()}; call .contiguous(), or declare it T.StridedTensor")
+        if p.pack > 1:
+            return logical_view(t, p.dtype, shape, strides)
+        return t
+
+    def _check_packed(self, p: TensorParam, t: torch.Tensor) -> None:
+        """A tensor holding packed sub-byte elements: bytes, the last dimension contiguous."""
+        name = f"{self.kernel_name}: parameter {p.name!r}"
+        allowed = packed_torch_dtypes(p.dtype)
+        if t.dtype not in allowed:
+            names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+            raise KernelArgumentError(
+                f"{name} holds {p.dtype} elements, {p.pack} packed per byte; it expects a "
+                f"tensor of {names}, got {str(t.dtype).replace('torch.', '')}")
+        if t.dim() == 0:
+            raise KernelArgumentError(f"{name} expects {len(p.shape)} dims {fmt(p.shape)}, got "
+                                      "a 0-d tensor")
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise KernelArgumentError(
+                f"{name} holds packed {p.dtype} elements: its last dimension must be "
+                f"contiguous (stride 1), got strides {t.stride()}")
+
+    @staticmethod
+    def _packed_note(p: TensorParam, t: torch.Tensor) -> str:
+        if p.pack == 1:
+            return ""
+        return (f"; the {str(t.dtype).replace('torch.', '')} tensor of shape {tuple(t.shape)} "
+                f"packs {p.pack} {p.dtype} elements per byte of its last dimension")
+
+    def _bind_size(self, p: TensorParam, var: str, got: int, where: str, ty: str,
+                   sizes: dict) -> None:
+        """Bind size (or stride) variable ``var`` to ``got``, or raise if it does not fit its
+        type or an earlier argument bound it to another value."""
+        name = self.kernel_name
+        limit = np.iinfo(ty).max
+        if got > limit:
+            raise KernelArgumentError(
+                f"{name}: parameter {p.name!r} has {var} = {got} in {where}, which does "
+                f"not fit {var}'s type {ty} (at most {limit}); declare it "
+                f'T.dynamic("{var}", "int64")')
+        bound = sizes.setdefault(var, got)
+        if bound != got:
+            raise KernelArgumentError(
+                f"{name}: parameter {p.name!r} has {var} = {got} in {where}, but an "
+                f"earlier argument bound {var} = {bound}")
+
+
+def logical_layout(dtype: str, t: Any) -> tuple[list, list | None]:
+    """The shape and strides (in elements of ``dtype``) of the tensor argument ``t`` holds:
+    its own, or for a sub-byte ``dtype`` those of the elements its bytes pack (the last
+    dimension ``pack`` times longer, the other strides ``pack`` times larger).  ``t`` may be a
+    placeholder without strides (``T.Tensor(shape, dtype)``): strides are then None."""
+    shape = [int(s) for s in t.shape]
+    stride = getattr(t, "stride", None)
+    strides = list(stride()) if callable(stride) else None
+    pack = elements_per_byte(dtype)
+    is_packed = isinstance(t, torch.Tensor) and t.element_size() == 1 and pack > 1 and shape
+    if is_packed:
+        shape[-1] *= pack
+        strides = [s * pack for s in strides[:-1]] + [1]
+    return shape, strides
+
+
+def _row_major(shape: Sequence) -> list | None:
+    """The strides of a row-major tensor of ``shape`` (None if a size is not a constant)."""
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    out, step = [], 1
+    for s in reversed(shape):
+        out.append(step)
+        step *= s
+    return out[::-1]
+
+
+def _span(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """How many elements a tensor of ``shape`` and ``strides`` reaches, from its first."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, strides))
 
 
 def _product(shape: Sequence[int]) -> int:

@@ -54,7 +54,7 @@ from .pointer import make_tensor, ptr
 from .print_op import print
 from .random import rng_init, rng_rand, rng_rand_float
 from .launch import pdl_sync, pdl_trigger
-from .proxy import Buffer, FragmentBuffer, SharedBuffer, Tensor
+from .proxy import Buffer, FragmentBuffer, SharedBuffer, StridedTensor, Tensor
 from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,
                         disable_warp_group_reg_alloc, set_max_nreg)
 from .symbolic import dynamic, symbolic

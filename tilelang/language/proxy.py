@@ -1,4 +1,5 @@
-"""``T.Tensor((M, K), dtype)``: the annotation of a kernel's tensor parameter."""
+"""``T.Tensor((M, K), dtype)`` and ``T.StridedTensor((M, K), (S, 1), dtype)``: the
+annotations of a kernel's tensor parameters."""
 
 from __future__ import annotations
 
@@ -56,7 +57,62 @@ def index_typed(shape: Sequence) -> list:
     return [tirx.IntImm("int64", int(s)) if isinstance(s, (int, tirx.IntImm)) else s
             for s in shape]
 
+class StridedTensorProxy:
+    """``T.StridedTensor(shape, strides, dtype)`` (or ``T.StridedTensor[shape, strides,
+    dtype]``): a global-memory buffer parameter with explicit strides, in elements of
+    ``dtype``.  Strides may be constants or size variables (``T.dynamic``, ``T.const``); a call
+    binds them from the tensor's strides, so non-contiguous views are accepted.  For a
+    sub-byte ``dtype`` the strides count logical elements (see docs/language.md)."""
+
+    def __call__(self, shape: Any, strides: Any, dtype: Any = "float32", *args, **kwargs):
+        if not isinstance(shape, (list, tuple)):
+            shape = [shape]
+        if not isinstance(strides, (list, tuple)):
+            strides = [strides]
+        if len(strides) != len(shape):
+            from ..errors import DSLError
+
+            raise DSLError(f"T.StridedTensor: {len(shape)} dimensions {list(shape)} but "
+                           f"{len(strides)} strides {list(strides)}; give one stride per "
+                           "dimension")
+        typed = index_typed(shape)
+        strides = list(strides)
+        if any(a is not b for a, b in zip(typed, shape)) or _max_offset(shape, strides) > INT32_MAX:
+            strides = [tirx.IntImm("int64", int(s)) if isinstance(s, (int, tirx.IntImm)) else s
+                       for s in strides]
+        shape = typed
+        dtype = canonical_dtype(dtype, "T.StridedTensor")
+        # the tile layout TVM's lowering flattens accesses by: its default is row-major over
+        # the shape, which would ignore the strides
+        from tvm.tirx.layout import S, TileLayout
+
+        kwargs.setdefault("layout", TileLayout(S[tuple(shape):tuple(strides)]))
+        return _T.Buffer(shape, dtype, *args, strides=strides, **kwargs)
+
+    def __getitem__(self, keys):
+        if not isinstance(keys, tuple) or len(keys) not in (2, 3):
+            from ..errors import DSLError
+
+            raise DSLError("T.StridedTensor[shape, strides, dtype]: expected a shape, strides "
+                           f"and a dtype, got {keys!r}")
+        return self(*keys)
+
+
+def _max_offset(shape: Sequence, strides: Sequence) -> int:
+    """The largest element offset the constant sizes and strides reach (0 when any is
+    symbolic)."""
+    total = 0
+    for n, s in zip(shape, strides):
+        n = int(n.value) if isinstance(n, tirx.IntImm) else n
+        s = int(s.value) if isinstance(s, tirx.IntImm) else s
+        if not (isinstance(n, int) and isinstance(s, int)):
+            return 0
+        total += max(n - 1, 0) * abs(s)
+    return total
+
+
 Tensor = TensorProxy()
+StridedTensor = StridedTensorProxy()
 Buffer = Tensor
 FragmentBuffer = Tensor
 SharedBuffer = Tensor

@@ -183,12 +183,40 @@ def _name_of(value: Any) -> str:
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype that holds elements of ``name``."""
+    """The torch dtype that holds elements of ``name``; for a sub-byte type (``int4``,
+    ``float4_e2m1fn``, ...) the byte that packs several of them (``torch.uint8``)."""
     key = str(name)
     tdt = _TORCH.get(_ALIASES.get(key, key))
+    if tdt is None and elements_per_byte(key) > 1:
+        return torch.uint8
     if tdt is None:
         raise DSLError(f"dtype {key!r} has no torch equivalent in this torch build")
     return tdt
+
+
+def elements_per_byte(name: str) -> int:
+    """How many elements of ``name`` one byte packs: 2 for a 4-bit type, 4 for a 2-bit one,
+    8 for a 1-bit integer (not ``bool``, which takes a byte); 1 for every other type."""
+    key = _ALIASES.get(str(name), str(name))
+    if key in _TORCH:
+        return 1
+    try:
+        parsed = tvm.DataType(key)
+    except Exception:  # not a type TVM knows: not packed
+        return 1
+    if parsed.lanes == 1 and parsed.bits in (1, 2, 4) and not parsed.is_handle:
+        return 8 // parsed.bits
+    return 1
+
+
+def packed_torch_dtypes(name: str) -> tuple:
+    """The torch dtypes a tensor holding packed ``name`` elements may have: bytes (``uint8``,
+    ``int8``), and for ``float4_e2m1fn`` torch's own pair type ``float4_e2m1fn_x2``."""
+    out = (torch.uint8, torch.int8)
+    pair = getattr(torch, "float4_e2m1fn_x2", None)
+    if str(name) == "float4_e2m1fn" and pair is not None:
+        out += (pair,)
+    return out
 
 
 def is_float(name: str) -> bool:

@@ -19,11 +19,22 @@ def _scalar_dtype(expr):
     return canonical_dtype(str(ty.dtype), "dtype")
 
 
+def _buffer_map(func) -> dict:
+    """``func.buffer_map`` of the public TileLang (TVM before 0.27): each tensor parameter
+    mapped to its buffer; 0.27's tensor parameters are the buffers themselves."""
+    from tvm.tirx.buffer import is_buffer_var
+
+    return {p: p for p in func.params if is_buffer_var(p)}
+
+
 def install() -> None:
-    """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs), and
-    ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``)."""
+    """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs),
+    ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``) and ``PrimFunc`` its
+    ``buffer_map``."""
     if not hasattr(tvm.tirx, "Call"):
         tvm.tirx.Call = tvm.ir.Call
+    if not hasattr(tvm.tirx.PrimFunc, "buffer_map"):
+        tvm.tirx.PrimFunc.buffer_map = property(_buffer_map)
     if "dtype" not in tvm.ir.Expr.__dict__:
         tvm.ir.Expr.dtype = property(_scalar_dtype)
     var_dtype = tvm.ir.expr.Var.__dict__.get("dtype")
