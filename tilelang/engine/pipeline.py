@@ -2,7 +2,7 @@
 
     LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
-    CheckBounds -> RoundLowPrecisionStores -> TVM's "tirx" pipeline
+    CheckBounds -> RoundLowPrecisionStores -> PackSubByteStores -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
 
@@ -20,7 +20,7 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (check_bounds, debug_barriers, pass_config, round_storage,
-                         scalar_bindings, warp_specialize)
+                         scalar_bindings, subbyte_access, warp_specialize)
 
 NAME = "tilelang"
 
@@ -49,6 +49,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.LowerKernelLaunch(),
         check_bounds.CheckBounds(),
         round_storage.RoundLowPrecisionStores(),
+        subbyte_access.PackSubByteStores(),
     ]
 
 
