@@ -12,17 +12,21 @@ architecture allows per block.  CPU: unchanged.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..device import sm80 as device
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
 from ..ir_utils import map_nodes, StmtMutator, launch_chain, relaunch, seq
 from .passes import function_pass, target_of
+from .shared_liveness import LiveRange, Liveness, kernel_units
 
 SHARED = ("shared", "shared.dyn")
 ALIGN = 128
@@ -117,19 +121,23 @@ def _phys(idx, buf, swizzled: bool, layout=None):
     return _linear(idx, shape)
 
 
-def _plan_kernel(body, target):
+def _plan_kernel(body, target, threads: int):
     col = _Collect()
     body = col(body)
     if not col.allocs:
         return body
     pool = tirx.decl_buffer([0], "uint8", "smem", scope="shared.dyn")
-    views, offset = {}, 0
-    decls = []
+    units = kernel_units(body)
+    live = Liveness(units, {_key(a.buffer): a.buffer for a in col.allocs}, threads)
+    views, placed, decls = {}, [], []
     for a in col.allocs:
         b = a.buffer
         if not all(isinstance(s, tirx.IntImm) for s in b.shape):
             raise LoweringError(f"shared tile {b.name} has shape {list(b.shape)}; on CUDA shared "
                                 "tiles need constant shapes")
+        span = live.ranges.get(_key(b))
+        if span is None:  # nothing reads or writes it: it takes no bytes
+            continue
         eb = max(1, tvm.DataType(b.dtype).bits // 8)
         n = 1
         for s in b.shape:
@@ -141,22 +149,24 @@ def _plan_kernel(body, target):
         # a multiple of 8 x swizzle_bytes (1024 for 128B) so that it equals the tile-offset map
         align = max(ALIGN, alignment_of(user if user is not None else
                                         make_swizzled_layout(b) if swz else None))
-        offset = (offset + align - 1) // align * align
         if user is not None:  # per stage when the pipeline stacked the tile
             stages = int(np.prod([int(x) for x in b.shape[:len(b.shape) - len(user.shape)]]))
             n = max(n, stages * int(np.prod(user.output_shape)))
+        offset = _first_fit(placed, span, n * eb, align)
+        placed.append(_Placed(_key(b), span, offset, offset + n * eb))
         view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
                                 scope="shared.dyn")
         views[_key(b)] = (b, view, swz, user)
         decls.append(tirx.DeclBuffer(view, data=pool.data))
-        offset += n * eb
-    total = (offset + ALIGN - 1) // ALIGN * ALIGN
+    end = max((p.end for p in placed), default=0)
+    total = (end + ALIGN - 1) // ALIGN * ALIGN
     limit, source = smem_limit(target)
     if total > limit:
-        sizes = ", ".join(f"{v[0].name} {_bytes(v[0])} B" for v in views.values())
+        sizes = ", ".join(f"{a.buffer.name} {_bytes(a.buffer)} B" for a in col.allocs)
         raise LoweringError(f"the kernel needs {total} bytes of shared memory ({sizes}), more "
                             f"than the {limit} bytes allowed for {source}; use smaller tiles "
                             "or fewer stages")
+    body = seq(_with_reuse_barriers(units, live, placed, threads))
 
     def on_load(x):
         hit = views.get(_key(x.source))
@@ -177,6 +187,54 @@ def _plan_kernel(body, target):
     return seq([tirx.AllocBuffer(pool)] + decls + [body, size])
 
 
+@dataclass(frozen=True)
+class _Placed:
+    key: int
+    span: LiveRange
+    start: int
+    end: int
+
+
+def _first_fit(placed: list, span: LiveRange, nbytes: int, align: int) -> int:
+    """The lowest ``align``-ed offset where ``nbytes`` overlap no placed tile live at the same
+    time as ``span``."""
+    busy = sorted((p.start, p.end) for p in placed if p.span.overlaps(span))
+    offset = 0
+    for lo, hi in busy:
+        if offset + nbytes <= lo:
+            break
+        offset = max(offset, (hi + align - 1) // align * align)
+    return offset
+
+
+def _with_reuse_barriers(units: list, live: Liveness, placed: list, threads: int) -> list:
+    """``units`` with a block barrier wherever a tile takes over bytes of a tile whose lifetime
+    ended earlier: between the old tile's last unit and the new one's first, so that every
+    thread is done with the old contents before any thread writes the new.  When the new tile
+    is first written through the async proxy (TMA), a proxy fence precedes the barrier.
+    InjectThreadSync, which tracks each tile's own view, does not see this aliasing."""
+    gaps = []  # (lo, hi, async): a barrier before unit p, lo < p <= hi
+    for i, p in enumerate(placed):
+        for q in placed[:i]:
+            if p.start >= q.end or q.start >= p.end:
+                continue
+            old, new = (q, p) if q.span.last < p.span.first else (p, q)
+            gaps.append((old.span.last, new.span.first, live.first_access_is_async(new.key)))
+    points = {j: False for j in range(len(units)) if live.block_barrier_at(j)}  # p -> fenced
+    for lo, hi, fenced in sorted(gaps, key=lambda g: g[1]):
+        if any(lo < p <= hi and (f or not fenced) for p, f in points.items()):
+            continue
+        points[hi] = points.get(hi, False) or fenced
+    out = []
+    for j, u in enumerate(units):
+        if j in points and not live.block_barrier_at(j):
+            if points[j]:
+                out.append(tirx.Evaluate(device.fence_proxy_async()))
+            out.append(tirx.Evaluate(device.barrier(0, threads)))
+        out.append(u)
+    return out
+
+
 def _bytes(b) -> int:
     n = 1
     for s in b.shape:
@@ -192,7 +250,12 @@ class _Kernels(StmtMutator):
         if s.attr_key != "thread_extent":
             return self.generic(s)
         chain, body = launch_chain(s)
-        body = _plan_kernel(body, self.target)
+        threads = 1
+        for a in chain:
+            if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("threadIdx") \
+                    and isinstance(a.value, tirx.IntImm):
+                threads *= int(a.value)
+        body = _plan_kernel(body, self.target, threads)
         body = relaunch(chain, body)
         return body
 
