@@ -129,11 +129,14 @@ def tile_syntax():
       comprehensions already do.
     - ``assert cond, msg`` whose ``cond`` is a Python bool is checked while the body is parsed
       (a false one raises :class:`DSLError` with ``msg``) instead of becoming a kernel
-      assertion."""
+      assertion.
+    - ``with T.Kernel(n) as (bx,):`` unpacks a one-dimensional kernel's block index like a
+      one-element tuple."""
     from tvm.tirx.script.parser import parser as tvm_parser
 
     original_bind = tvm_parser.bind_assign_value
-    key, assert_key = ("tirx", "Assign"), ("tirx", "Assert")
+    key, assert_key, with_key = ("tirx", "Assign"), ("tirx", "Assert"), ("tirx", "With")
+    original_with = dispatch.ParseVTable[with_key]
     original_assign = dispatch.ParseVTable[key]
     original_assert = dispatch.ParseVTable[assert_key]
     original_visit = ExprEvaluator._visit_node
@@ -184,6 +187,26 @@ def tile_syntax():
             self.report_error(node, f"assert: {msg}")
         return None
 
+    def visit_with(self, node):
+        if not any(isinstance(item.optional_vars, (doc.Tuple, doc.List)) for item in node.items):
+            return original_with(self, node)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.var_table.with_frame())
+            for item in node.items:
+                frame = self.eval_expr(item.context_expr)
+                if not hasattr(frame, "__enter__") or not hasattr(frame, "__exit__"):
+                    self.report_error(item.context_expr,
+                                      "Invalid context expression in the with-statement.")
+                rhs = stack.enter_context(frame)
+                target = item.optional_vars
+                if isinstance(target, (doc.Tuple, doc.List)) and isinstance(rhs, tvm.ir.Expr):
+                    rhs = (rhs,)  # `as (bx,)` of a one-dimensional T.Kernel
+                if target is not None:
+                    self.eval_assign(target=target, source=rhs,
+                                     bind_value=tvm_parser.bind_with_value)
+            self.visit_body(node.body)
+        return None
+
     def visit_node(self, node):
         if isinstance(node, doc.GeneratorExp):
             return self._add_intermediate_result(self._eval_expr(node))
@@ -192,11 +215,13 @@ def tile_syntax():
     tvm_parser.bind_assign_value = bind
     dispatch.ParseVTable[key] = visit_assign
     dispatch.ParseVTable[assert_key] = visit_assert
+    dispatch.ParseVTable[with_key] = visit_with
     ExprEvaluator._visit_node = visit_node
     try:
         yield
     finally:
         ExprEvaluator._visit_node = original_visit
+        dispatch.ParseVTable[with_key] = original_with
         dispatch.ParseVTable[assert_key] = original_assert
         dispatch.ParseVTable[key] = original_assign
         tvm_parser.bind_assign_value = original_bind

@@ -150,3 +150,17 @@ def test_and_or_not_and_conditional_expressions_on_kernel_values():
     want = [(1 if (2 < i < 10 or i == 12) else 0) + (10 if i % 4 == 0 else 0)
             for i in range(16)]
     assert out == want
+
+
+def test_one_dimensional_kernel_unpacks_as_a_one_element_tuple():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.float32)):
+        with T.Kernel(2, threads=8) as (bx,):
+            for i in T.Parallel(8):
+                if bx == 1:
+                    A[i] = A[i] + 1
+
+    kernel = tilelang.compile(main, target="cpu")
+    a = torch.zeros(8)
+    kernel(a)
+    torch.testing.assert_close(a, torch.ones(8))
