@@ -53,6 +53,14 @@ CP_ASYNC_WAIT = register_device_op(
     "cp.async.wait_group N: at most N committed groups stay in flight")
 
 
+CP_ASYNC_ARRIVE_NOINC = register_device_op(
+    "tl.device.cp_async_mbarrier_arrive_noinc", Effect(commits=Mechanism.MBARRIER),
+    lambda c: _T.ptx["cp.async.mbarrier.arrive.noinc.shared.b64"](c.args[0]),
+    "cp.async.mbarrier.arrive.noinc [bar]: once every cp.async this thread issued before it "
+    "has landed, the thread arrives on the barrier's current phase (counted against the "
+    "barrier's arrive count: its writes are published by that phase)")
+
+
 def cp_async(dst_addr, src_addr, nbytes: int, valid) -> tirx.Call:
     return call(CP_ASYNC, dst_addr, src_addr, nbytes, valid)
 
@@ -63,6 +71,11 @@ def cp_async_commit() -> tirx.Call:
 
 def cp_async_wait(pending: int) -> tirx.Call:
     return call(CP_ASYNC_WAIT, pending)
+
+
+def cp_async_arrive_noinc(bar_addr) -> tirx.Call:
+    """Arrive on the mbarrier at ``bar_addr`` when this thread's earlier cp.async have landed."""
+    return call(CP_ASYNC_ARRIVE_NOINC, bar_addr)
 
 
 # barriers and fences ----------------------------------------------------------------------

@@ -186,10 +186,19 @@ TMA_STORE_COMMIT = register_device_op(
     "tl.device.tma_store_commit", Effect(commits=Mechanism.BULK_GROUP),
     lambda c: _T.ptx.cp.async_.bulk.commit_group(), "cp.async.bulk.commit_group")
 
+def _emit_tma_store_wait(c):
+    pending = _imm(c.args[0])
+    if len(c.args) > 1 and not _imm(c.args[1]):
+        return _T.ptx.cp.async_.bulk.wait_group(pending)
+    return _T.ptx.cp.async_.bulk.wait_group.read(pending)
+
+
 TMA_STORE_WAIT = register_device_op(
     "tl.device.tma_store_wait", Effect(waits=Mechanism.BULK_GROUP, pending_arg=0),
-    lambda c: _T.ptx.cp.async_.bulk.wait_group.read(_imm(c.args[0])),
-    "cp.async.bulk.wait_group.read N: at most N bulk groups still read shared memory")
+    _emit_tma_store_wait,
+    "cp.async.bulk.wait_group.read N: at most N bulk groups still read shared memory (their "
+    "tiles may be overwritten); with a second argument 0, cp.async.bulk.wait_group N: at most "
+    "N bulk groups are still incomplete (the others' global writes are done)")
 
 
 def tma_load(dst_addr, tensor_map_addr, bar_addr, coords) -> tirx.Call:
@@ -205,5 +214,6 @@ def tma_store_commit() -> tirx.Call:
     return call(TMA_STORE_COMMIT)
 
 
-def tma_store_wait(pending: int) -> tirx.Call:
-    return call(TMA_STORE_WAIT, pending)
+def tma_store_wait(pending: int, read: bool = True) -> tirx.Call:
+    """Wait for bulk groups: ``read`` only until their shared-memory reads are done."""
+    return call(TMA_STORE_WAIT, pending) if read else call(TMA_STORE_WAIT, pending, 0)

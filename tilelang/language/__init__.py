@@ -30,6 +30,8 @@ from ..ops.transpose import transpose
 from ..ops.fill import clear, fill
 from ..ops.gemm import GemmWarpPolicy, gemm, wgmma_gemm
 from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum
+from .async_copy import (async_copy, cp_async_barrier_noinc, ptx_commit_group, ptx_cp_async,
+                         ptx_wait_group, tma_store_wait)
 from .barrier import (
     alloc_barrier,
     barrier_arrive,

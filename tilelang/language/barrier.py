@@ -17,7 +17,7 @@ from tvm import tirx
 from tvm.script import tirx as _T
 
 from ..device import sm80, tma
-from ..errors import DSLError
+from ..errors import DSLError, DSLTypeError
 from ..ops.copy import MBARRIER, tma_copy_op
 
 
@@ -84,11 +84,33 @@ def fence_proxy_async():
     return sm80.fence_proxy_async()
 
 
-def tma_copy(src: Any, dst: Any, barrier: Any = None):
-    """Start a TMA load of the global region ``src`` into the shared tile ``dst`` (the box is
-    the tile; out-of-range elements read as zero): the block's first thread arrives on
-    ``barrier`` expecting the tile's bytes and issues the load; no wait.  Wait with
-    ``T.mbarrier_wait_parity(barrier, parity)``; a barrier used this way has arrive count 1."""
-    if barrier is None:
-        raise DSLError("T.tma_copy: barrier= is required (a barrier from T.alloc_barrier)")
-    return tma_copy_op(src, dst, _barrier(barrier, "T.tma_copy")[1])
+def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: int | None = None,
+             leader_scope_threads: int | None = None, eviction_policy: str | None = None,
+             annotations: dict | None = None):
+    """A TMA copy whose synchronization the program writes itself.
+
+    A load (global region ``src`` -> shared tile ``dst``; the box is the tile, out-of-range
+    elements read as zero): one thread of every ``leader_scope_threads`` threads (default:
+    the whole thread group) adds the tile's bytes to the expected transactions of
+    ``barrier``'s current phase and issues the load; nobody arrives and nobody waits.  The
+    threads arrive with ``T.barrier_arrive(barrier)`` (the barrier's arrive count) and wait
+    with ``T.mbarrier_wait_parity(barrier, parity)``.  A store (shared tile ``src`` ->
+    global region ``dst``, no barrier): the tile goes out through TMA as one bulk group of
+    the issuing thread; wait with ``T.tma_store_wait()`` before overwriting the tile."""
+    op = "T.tma_copy"
+    if cluster_mask is not None:
+        raise DSLError(f"{op}: cluster_mask= (TMA multicast in a thread-block cluster) is not "
+                       "supported: kernels here run without clusters")
+    if eviction_policy not in (None, "evict_normal", "evict_first", "evict_last"):
+        raise DSLError(f"{op}: unknown eviction_policy {eviction_policy!r}")
+    if annotations is not None and not isinstance(annotations, dict):
+        raise DSLTypeError(f"{op}: annotations must be a dict, got {annotations!r}")
+    scope = leader_scope_threads
+    if scope is None and annotations:
+        scope = annotations.get("leader_scope_threads")
+    if scope is not None:
+        if isinstance(scope, bool) or not isinstance(scope, int) or scope <= 0 or scope % 32:
+            raise DSLError(f"{op}: leader_scope_threads must be a positive multiple of the warp "
+                           f"size (32), got {scope!r}")
+    bar = None if barrier is None else _barrier(barrier, op)[1]
+    return tma_copy_op(src, dst, bar, int(scope or 0))

@@ -8,6 +8,8 @@ is ``T.exp``); whether the device code uses an approximate instruction is decide
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from typing import Any
 
 from tvm import tirx
@@ -97,7 +99,29 @@ def access_ptr(base: Any, access_type: str = "r", extent: Any = None, offset: An
             total = total * s
         count = total - start
     count = count - offset if extent is None else extent
-    return buf.access_ptr(access_type, offset=start + offset, extent=count)
+    ptr = buf.access_ptr(access_type, offset=start + offset, extent=count)
+    if R.is_element(base) or R.is_region(base):
+        _note_origin(ptr, buf, R.mins(R.region_of(base, "T.access_ptr", "base")), offset)
+    return ptr
+
+
+_ORIGINS: "OrderedDict[int, tuple]" = OrderedDict()
+
+
+def _note_origin(ptr: Any, buf: Any, mins: list, offset: Any) -> None:
+    """Remember the element a pointer of ``T.access_ptr`` was taken from (the flat offset
+    loses it), for ops that address tiles element-wise (``T.ptx_cp_async``).  The pointer is
+    kept alive with its entry, so its handle is not reused while the entry exists."""
+    _ORIGINS[ptr.__chandle__()] = (ptr, buf, list(mins), offset)
+    while len(_ORIGINS) > 4096:
+        _ORIGINS.popitem(last=False)
+
+
+def access_origin(ptr: Any) -> tuple | None:
+    """``(buffer, indices, extra offset)`` of a pointer made by ``T.access_ptr`` from an
+    element or a slice, else ``None``."""
+    hit = _ORIGINS.get(ptr.__chandle__()) if hasattr(ptr, "__chandle__") else None
+    return None if hit is None or not hit[0].same_as(ptr) else hit[1:]
 
 
 def call_extern(*args: Any, dtype: Any = None, span: Any = None) -> Any:

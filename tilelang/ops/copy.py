@@ -242,12 +242,14 @@ def _tile_swizzle(buf, annotations) -> tuple[int | None, int | None]:
 
 
 def tma_plan(op: Copy, target, config: dict, dst_annotations,
-             kernel_addressed: frozenset = frozenset()) -> "TmaPlan | str":
+             kernel_addressed: frozenset = frozenset(),
+             issuer_indices: bool = False) -> "TmaPlan | str":
     """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
     falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
     the pass configs, the destination tile's layout annotations and the tensors whose address
     the kernel computes (``tilelang.language.pointer.kernel_addressed``), so every pass that
-    asks gets the same answer."""
+    asks gets the same answer.  ``issuer_indices``: the coordinates are those the issuing
+    thread computes (``T.tma_copy``), so they may depend on loaded data."""
     if not tma_enabled(target, config, op):
         return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
@@ -270,7 +272,7 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
     dext = [R.as_int(e) for e in R.extents(op.dst)]
     if any(e is None for e in ext + dext):
         return "the tile has a dynamic shape"
-    if any(_depends_on_data(m) for m in R.mins(op.src)):
+    if not issuer_indices and any(_depends_on_data(m) for m in R.mins(op.src)):
         return "the source index depends on loaded data"
     # the destination must be the whole tile (leading unit dims: a stage of a staged tile)
     dshape = [int(x) for x in dst.shape]
@@ -303,6 +305,12 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
         return f"the tile's rows are {box[0] * eb} bytes, not a multiple of 16"
     if sw and box[0] * eb > sw:
         return f"the tile's rows ({box[0] * eb} bytes) exceed the {sw}-byte swizzle span"
+    if box[0] > 256 and panels == 1 and not sw and all(b == 1 for b in box[1:]):
+        # one contiguous run: boxes of at most 256 elements side by side
+        k = next((k for k in range(2, box[0] + 1) if box[0] % k == 0 and box[0] // k <= 256
+                  and box[0] // k * eb % 16 == 0), None)
+        if k is not None:
+            panels, box[0] = k, box[0] // k
     if any(b > 256 for b in box):
         return f"box {box} has a dimension above 256"
     n = 1
@@ -357,22 +365,31 @@ def _encode(tm, buf, plan: TmaPlan):
         swizzle=SWIZZLE_CODE[plan.swizzle], l2_promotion=2, oob_fill=0, force_cu_dtype=-1)
 
 
-def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar) -> tirx.Stmt:
-    """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
-    by the group's first thread; the tensor map is encoded on the host."""
-    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
-    tm = tensor_map_var(src)
+def _boxes(op: Copy, plan: TmaPlan) -> list:
+    """(tile element, coordinates) of each box of ``plan``."""
+    dst = R.buffer_of(op.dst)
     d0 = [m for m in R.mins(op.dst)]
-    base = tirx.BufferLoad(dst, d0)
-    issues = []
+    out = []
     for p in range(plan.panels):
         coords = list(plan.coords)
         coords[0] = coords[0] + p * plan.box[0]
         at = tirx.BufferLoad(dst, d0[:-1] + [d0[-1] + p * plan.box[0]]) if plan.panels > 1 \
-            else base
-        issues.append(tirx.Evaluate(tma.tma_load(
-            tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), coords)))
-    body = _leader(ctx, issues)
+            else tirx.BufferLoad(dst, d0)
+        out.append((at, coords))
+    return out
+
+
+def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
+               scope: int = 0) -> tirx.Stmt:
+    """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
+    by the group's first thread (of every ``scope`` threads) after ``before``; the tensor map
+    is encoded on the host."""
+    src = R.buffer_of(op.src)
+    tm = tensor_map_var(src)
+    issues = [tirx.Evaluate(tma.tma_load(tirx.address_of(at), tirx.address_of(tm),
+                                         tirx.address_of(bar), coords))
+              for at, coords in _boxes(op, plan)]
+    body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
 
 
@@ -443,14 +460,18 @@ Copy.lowering("cuda")(_copy_cuda)
 
 @register
 class TmaCopy(TileOp):
-    """``T.tma_copy``: the producer half of a TMA load (arm the barrier, issue), no wait."""
+    """``T.tma_copy``: a TMA load's producer half (the leader of each scope of
+    ``leader_scope`` threads (0: the whole group) expects the tile's bytes on ``barrier`` and
+    issues the loads; no arrival, no wait) or a TMA store shared -> global (the leader issues
+    the stores and commits them as one bulk group; no wait)."""
 
     name = "tl.tma_copy"
     printer = "tma_copy"
-    fields = ("src", "dst", "barrier")
+    fields = ("src", "dst", "leader_scope", "barrier")
+    defaults = {"barrier": None}
 
 
-def tma_copy_op(src: Any, dst: Any, barrier) -> tvm.ir.Call:
+def tma_copy_op(src: Any, dst: Any, barrier, leader_scope: int = 0) -> tvm.ir.Call:
     if R.is_element(src):
         d = R.region_of(dst, "T.tma_copy", "destination")
         s = R.region_of(src, "T.tma_copy", "source", like_shape=R.extents(d))
@@ -461,20 +482,60 @@ def tma_copy_op(src: Any, dst: Any, barrier) -> tvm.ir.Call:
         raise TileOpError(f"T.tma_copy: source {R.describe(s)} has shape "
                           f"{R.fmt_shape(R.extents(s))} but destination {R.describe(d)} has "
                           f"shape {R.fmt_shape(R.extents(d))}")
-    return TmaCopy(src=s, dst=d, barrier=barrier).to_call()
+    store = R.scope_of(s).startswith("shared") and R.scope_of(d) == "global"
+    if not store and not (R.scope_of(s) == "global" and R.scope_of(d).startswith("shared")):
+        raise TileOpError(f"T.tma_copy: {R.describe(s)} ({R.scope_of(s)}) -> {R.describe(d)} "
+                          f"({R.scope_of(d)}): TMA copies global -> shared or shared -> global")
+    if not store and barrier is None:
+        raise TileOpError("T.tma_copy: a load (global -> shared) needs barrier= (a barrier "
+                          "from T.alloc_barrier)")
+    return TmaCopy(src=s, dst=d, leader_scope=leader_scope,
+                   barrier=None if store else barrier).to_call()
+
+
+def _scope_leader(ctx: LowerContext, scope: int, stmts) -> tirx.Stmt:
+    """``stmts`` run by the first thread of every ``scope`` threads of the group (of the
+    group when ``scope`` is 0 or covers it)."""
+    from ..ir_utils import seq
+
+    if not scope or scope >= ctx.num_threads:
+        return _leader(ctx, stmts)
+    rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")
+    return tirx.IfThenElse(tirx.floormod(rank, scope) == 0, seq(stmts), None)
 
 
 @TmaCopy.lowering("cuda")
 def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
     from ..ir_utils import seq
 
-    as_copy = Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0, disable_tma=False,
+    store = op.barrier is None
+    gmem, tile = (op.dst, op.src) if store else (op.src, op.dst)
+    # the geometry of a global <-> tile move is that of the global -> shared copy
+    as_copy = Copy(span=op.span, src=gmem, dst=tile, coalesced_width=0, disable_tma=False,
                    eviction_policy="")
     plan = tma_plan(as_copy, ctx.target, ctx.config,
-                    ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}),
-                    ctx.kernel_addressed)
+                    ctx.tile_annotations.get(R.buffer_of(tile).__chandle__(), {}),
+                    ctx.kernel_addressed, issuer_indices=True)
     if not isinstance(plan, TmaPlan):
         raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: {plan}")
-    arm = _leader(ctx, [tirx.Evaluate(tma.mbarrier_arrive_expect_tx(
-        tirx.address_of(op.barrier), plan.nbytes))])
-    return seq([arm, _tma_issue(as_copy, ctx, plan, op.barrier)])
+    scope = int(op.leader_scope or 0)
+    if store:
+        return _tma_store_issue(as_copy, ctx, plan, scope)
+    expect = tirx.Evaluate(tma.mbarrier_expect_tx(tirx.address_of(op.barrier), plan.nbytes))
+    return _tma_issue(as_copy, ctx, plan, op.barrier, before=[expect], scope=scope)
+
+
+def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int) -> tirx.Stmt:
+    """Every thread orders its writes of the tile before the async proxy's reads; the leader
+    stores the boxes of ``plan`` (``op``: global ``src`` <- shared ``dst``) and commits them as
+    one bulk group."""
+    from ..ir_utils import seq
+
+    gbuf, tile = R.buffer_of(op.src), R.buffer_of(op.dst)
+    tm = tensor_map_var(gbuf)
+    stores = [tirx.Evaluate(tma.tma_store(tirx.address_of(tm), tirx.address_of(at), coords))
+              for at, coords in _boxes(op, plan)]
+    body = seq([tirx.Evaluate(device.fence_proxy_async(
+        tirx.address_of(tirx.BufferLoad(tile, list(R.mins(op.dst)))))),
+        _scope_leader(ctx, scope, stores + [tirx.Evaluate(tma.tma_store_commit())])])
+    return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, gbuf, plan), body)

@@ -41,6 +41,8 @@ def wrong_expect_tx():
             if tx == 0:
                 T.mbarrier_expect_tx(full[1], 16)  # the wrong count, on purpose
             T.tma_copy(A[0, 0], S, barrier=full[1])
+            if tx == 0:
+                T.mbarrier_arrive(full[1])
             T.mbarrier_wait_parity(full[1], 0)
             T.copy(S, B)
 

@@ -26,17 +26,19 @@ def test_barriers_are_planned_and_initialized_once():
     mod = tilelang.lower(producer_consumer(), target="cuda -arch=sm_90a", stage="tile")
     f = mod[mod.get_global_vars()[0]]
     text = f.script()
-    assert [int(c.args[1]) for c in calls(f, "mbarrier_init")] == [1, 1, 128, 128]
+    assert [int(c.args[1]) for c in calls(f, "mbarrier_init")] == [128, 128, 128, 128]
     # barriers live in the shared arena, 8-byte aligned like every tile there
     assert 'full = T.decl_buffer((2,), "uint64", data=smem.data' in text
     # initialized by thread 0 before anything else, then fence + block barrier
     head = text.index("T.device_mbarrier_init")
     assert text.index("if tx == 0:") < head < text.index("T.device_fence_mbarrier_init()") \
         < text.index("T.device_barrier(0, 128)") < text.index("for i in range(4)")
-    # each T.tma_copy: thread 0 arms the barrier with the tile's bytes, then issues
-    assert [int(c.args[1]) for c in calls(f, "mbarrier_arrive_expect_tx")] == [8192, 8192]
+    # each T.tma_copy: thread 0 expects the tile's bytes (no arrival), then issues; the
+    # threads arrive themselves
+    assert [int(c.args[1]) for c in calls(f, "mbarrier_expect_tx")] == [8192, 8192]
+    assert not calls(f, "mbarrier_arrive_expect_tx")
     assert len(calls(f, "tma_load")) == 2 and len(calls(f, "mbarrier_wait")) == 4
-    assert len(calls(f, "mbarrier_arrive")) == 2
+    assert len(calls(f, "mbarrier_arrive")) == 4
 
 
 def test_alloc_barrier_arguments():
