@@ -264,8 +264,8 @@ def _gemm_cpu(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
 
 _CTYPE = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "int8": "int8_t",
           "int32": "int"}
-_SUPPORTED = {("float16", "float32"), ("bfloat16", "float32"), ("float32", "float32"),
-              ("int8", "int32")}
+_SUPPORTED = {("float16", "float32"), ("float16", "float16"), ("bfloat16", "float32"),
+              ("float32", "float32"), ("int8", "int32")}
 # dtypes ``tl::gemm_rs`` takes A from registers in (float32 rounded to tf32)
 _REGISTER_A = ("float16", "bfloat16", "float32")
 
@@ -297,7 +297,7 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     m, n, k = (R.as_int(x) for x in op.mnk())
     if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
         raise LoweringError(
-            f"T.gemm on CUDA supports f16/bf16/tf32 -> f32 and int8 -> int32, got "
+            f"T.gemm on CUDA supports f16/bf16/tf32 -> f32, f16 -> f16 and int8 -> int32, got "
             f"A {A.dtype}, B {B.dtype}, C {C.dtype}")
     if R.scope_of(op.B) not in ("shared", "shared.dyn"):
         raise LoweringError(f"T.gemm on CUDA needs B ({B.name}) in shared memory")

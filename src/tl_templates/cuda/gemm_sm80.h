@@ -79,9 +79,24 @@ TL_DEVICE void mma_s8(int* c, const uint32_t* a, const uint32_t* b) {
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+// f16 accumulators: the four halves sit where the f32 variant's four floats do, two to a
+// register (c0 c1 | c2 c3).
+TL_DEVICE void mma_f16_acc(half* c, const uint32_t* a, const uint32_t* b) {
+  uint32_t d[2];
+  memcpy(d, c, sizeof(d));
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, "
+      "{%0,%1};\n"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  memcpy(c, d, sizeof(d));
+}
 template <typename T, typename C>
 TL_DEVICE void mma_any(C* c, const uint32_t* a, const uint32_t* b) {
-  if constexpr (sizeof(T) == 1) {
+  if constexpr (std::is_same_v<C, half>) {
+    static_assert(std::is_same_v<T, half>, "f16 accumulators take f16 operands");
+    mma_f16_acc(c, a, b);
+  } else if constexpr (sizeof(T) == 1) {
     mma_s8(reinterpret_cast<int*>(c), a, b);
   } else {
     mma<T>(reinterpret_cast<float*>(c), a, b);

@@ -1,5 +1,7 @@
 """T.gemm on the CPU backend in all transpose combinations, tile-multiple and ragged sizes."""
 
+import shutil
+
 import pytest
 import torch
 
@@ -48,3 +50,37 @@ def test_gemm_clear_accum():
     k = tilelang.compile(main, out_idx=[2], target="cpu")
     a, b = torch.randn(16, 8), torch.randn(8, 16)
     torch.testing.assert_close(k(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False)])
+def test_gemm_f16_accumulator_on_the_cpu(tA, tB):
+    M, N, K = 128, 64, 64
+    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, "float16", accum="float16"),
+                         out_idx=[2], target="cpu")
+    a = (torch.randn(*((K, M) if tA else (M, K))) / 4).half()
+    b = (torch.randn(*((N, K) if tB else (K, N))) / 4).half()
+    torch.testing.assert_close(k(a, b).float(), reference(a, b, tA, tB), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_gemm_f16_accumulator_is_an_f16_mma(arch):
+    """f16 accumulators (the public f16f16f16 gemms) run mma.sync with f16 C/D registers; wgmma
+    is only chosen for f32 accumulators."""
+    k = tilelang.compile(matmul(128, 128, 64, 64, 64, 32, dtype="float16", accum="float16"),
+                         out_idx=[2], target=f"cuda -arch={arch}")
+    ptx = k.get_ptx()
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in ptx
+    assert "wgmma" not in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tA,tB", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_f16_accumulator_on_the_gpu(tA, tB):
+    M, N, K = 257, 129, 96
+    k = tilelang.compile(matmul(M, N, K, 64, 64, 32, tA, tB, "float16", accum="float16"),
+                         out_idx=[2], target="cuda")
+    a = (torch.randn(*((K, M) if tA else (M, K))) / 4).half().cuda()
+    b = (torch.randn(*((N, K) if tB else (K, N))) / 4).half().cuda()
+    torch.testing.assert_close(k(a, b).float().cpu(), reference(a, b, tA, tB).cpu(),
+                               rtol=2e-2, atol=2e-2)
