@@ -71,6 +71,8 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
+        # T.assume facts have served the simplifier; no backend emits them
+        tirx.transform.RemoveAssume(),
     ]
     if not bool(config.get("tirx.disable_cse_tir", False)):
         passes.append(tirx.transform.CommonSubexprElim())
