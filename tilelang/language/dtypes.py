@@ -28,6 +28,7 @@ _NAMES.update(
     int1=dtype("int1"), int2=dtype("int2"), int4=dtype("int4"),
     uint1=dtype("uint1"), uint2=dtype("uint2"), uint4=dtype("uint4"),
     float4_e2m1fn=dtype("float4_e2m1fn"),
+    float8_e4m3=dtype("float8_e4m3fn"),  # the same type (see utils.dtype._ALIASES)
 )
 globals().update(_NAMES)
 

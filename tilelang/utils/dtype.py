@@ -47,7 +47,10 @@ _ALIASES = {
     "double": "float64",
     "int": "int32",
     "uint": "uint32",
-    "e4m3_float8": "float8_e4m3",
+    # CUDA's (and torch's) e4m3 is the finite "fn" format; the public TileLang's float8_e4m3
+    # is that type too (its tensors are torch.float8_e4m3fn)
+    "float8_e4m3": "float8_e4m3fn",
+    "e4m3_float8": "float8_e4m3fn",
     "e5m2_float8": "float8_e5m2",
     "ptr": "handle",
 }

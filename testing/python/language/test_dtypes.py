@@ -108,3 +108,12 @@ def test_reinterpret_takes_value_then_dtype_and_the_tvm_order():
     a = torch.tensor([1.0, -2.0, 0.5, 65504.0]).half()
     b, c = tilelang.compile(main, out_idx=[1, 2], target="cpu")(a)
     assert b.tolist() == a.view(torch.int16).tolist() == c.tolist()
+
+
+def test_float8_e4m3_is_the_finite_cuda_format():
+    """The public TileLang's float8_e4m3 is CUDA's and torch's e4m3 (finite, "fn"): the name,
+    the T.float8_e4m3 object and the old e4m3_float8 spelling all give float8_e4m3fn, which
+    CUDA code generation supports (TVM's IEEE-style float8_e4m3 it does not)."""
+    assert T.float8_e4m3 == "float8_e4m3fn"
+    assert T.dtype("float8_e4m3") == T.dtype("e4m3_float8") == "float8_e4m3fn"
+    assert T.float8_e4m3.as_torch() is torch.float8_e4m3fn
