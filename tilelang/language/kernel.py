@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from tvm import tirx
 from tvm.script import tirx as _T
 from tvm.script.ir_builder import IRBuilder
 
@@ -70,15 +69,10 @@ class Kernel:
             f.__enter__()
             self._frames.append(f)
         _stack.append(self)
-        if len(self.block_vars) == 1:
-            _unpackable_vars(True)
-            return self.block_vars[0]
-        return tuple(self.block_vars)
+        return self.block_vars[0] if len(self.block_vars) == 1 else tuple(self.block_vars)
 
     def __exit__(self, *exc):
         _stack.pop()
-        if not _stack:
-            _unpackable_vars(False)
         for f in reversed(self._frames):
             f.__exit__(*exc)
         return None
@@ -89,20 +83,6 @@ class Kernel:
         for t in self.threads:
             n *= int(t)
         return n
-
-
-def _unpackable_vars(on: bool) -> None:
-    """While a kernel is built, a variable unpacks as a 1-tuple of itself, so that both
-    ``with T.Kernel(n) as bx`` and the public spelling ``as (bx,)`` bind the block index."""
-    var = type(tirx.Var("v", "int32"))
-    if on and "__iter__" not in var.__dict__:
-        var.__iter__ = _iter_self
-    elif not on and var.__dict__.get("__iter__") is _iter_self:
-        del var.__iter__
-
-
-def _iter_self(self):
-    return iter((self,))
 
 
 def _current(op: str) -> Kernel:
