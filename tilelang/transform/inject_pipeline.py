@@ -45,7 +45,7 @@ from ..ir_utils import map_kernels, map_nodes, StmtMutator, find_all, seq, subst
 from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
-from .plan_shared_memory import smem_limit, staged_footprint
+from .plan_shared_memory import smem_limit, staged_peak
 from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
@@ -196,10 +196,11 @@ class _Pipeline(StmtMutator):
 
     def ring_bytes(self, stmts, sched: schedule.Schedule, stages: int) -> int:
         """Shared memory the kernel needs with this loop's new tiles in ``stages`` copies (the
-        kernel's tiles once each, plus the copies of tiles earlier loops staged)."""
+        kernel's tiles once each, plus the copies of tiles earlier loops staged), tiles of
+        disjoint lifetimes sharing bytes as PlanSharedMemory places them."""
         fresh = {_key(b): b for i in sched.producers for b in _written_shared_buffers(stmts[i])
                  if _key(b) not in self.staged}
-        return staged_footprint(
+        return staged_peak(
             self.func_body, [(old, int(new.shape[0])) for old, new in self.staged.values()] +
             [(b, stages) for b in fresh.values()])
 

@@ -24,7 +24,8 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
-from ..ir_utils import map_nodes, StmtMutator, launch_chain, relaunch, seq
+from ..ir_utils import (find_all, kernels_of, launch_chain, map_nodes, relaunch, seq,
+                        StmtMutator)
 from .passes import function_pass, target_of
 from .shared_liveness import LiveRange, Liveness, kernel_units
 
@@ -82,6 +83,32 @@ def footprint(body) -> int:
 def staged_footprint(body, staged) -> int:
     """:func:`footprint` with each ``(tile, copies)`` of ``staged`` held ``copies`` times."""
     return footprint(body) + sum((n - 1) * tile_bytes(b) for b, n in staged)
+
+
+def staged_peak(body, staged) -> int:
+    """An estimate of the arena the kernels of ``body`` need once planned with reuse: each
+    tile (``staged`` ones ``copies`` times, rounded up to 1024 bytes) placed as the planner
+    places it, by the live ranges of its kernel's top-level statements.  Unlike
+    :func:`staged_footprint` it lets tiles of disjoint lifetimes share bytes, so it suits
+    code that stays in program order (not the concurrent roles of warp specialization)."""
+    copies = {_key(b): n for b, n in staged}
+    need = 0
+    for kernel in kernels_of(body) or [body]:
+        chain, kbody = launch_chain(kernel)
+        allocs = [a for a in find_all(kbody, tirx.AllocBuffer) if a.buffer.scope() in SHARED]
+        units = [u for u in kernel_units(kbody) if not (isinstance(u, tirx.AllocBuffer) and
+                                                         u.buffer.scope() in SHARED)]
+        live = Liveness(units, {_key(a.buffer): a.buffer for a in allocs}, _threads(chain))
+        placed = []
+        for a in allocs:
+            span = live.ranges.get(_key(a.buffer))
+            if span is None:
+                continue
+            size = (tile_bytes(a.buffer) * copies.get(_key(a.buffer), 1) + 1023) // 1024 * 1024
+            offset = _first_fit(placed, span, size, 1024)
+            placed.append(_Placed(_key(a.buffer), span, offset, offset + size))
+        need = max([need] + [p.end for p in placed])
+    return need
 
 
 class _Collect(StmtMutator):
@@ -182,9 +209,11 @@ def _plan_kernel(body, target, threads: int):
 
     body = map_nodes(body, [(tvm.ir.TensorLoad, on_load),
                                          (tirx.BufferStore, on_store)])
-    size = tirx.AttrStmt(tirx.const(0, "int32"), "tirx.dyn_smem_bytes",
-                         tirx.IntImm("int64", total), tirx.Evaluate(tirx.const(0, "int32")))
-    return seq([tirx.AllocBuffer(pool)] + decls + [body, size])
+    # the size attribute wraps the kernel body (a no-op body would be dropped by later
+    # simplification, e.g. TVM's RemoveAssume, and the device function would lose its size)
+    return tirx.AttrStmt(tirx.const(0, "int32"), "tirx.dyn_smem_bytes",
+                         tirx.IntImm("int64", total),
+                         seq([tirx.AllocBuffer(pool)] + decls + [body]))
 
 
 @dataclass(frozen=True)
@@ -242,6 +271,16 @@ def _bytes(b) -> int:
     return n * max(1, tvm.DataType(b.dtype).bits // 8)
 
 
+def _threads(chain: list) -> int:
+    """Threads of the block a kernel's launch attributes ``chain`` start."""
+    threads = 1
+    for a in chain:
+        if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("threadIdx") \
+                and isinstance(a.value, tirx.IntImm):
+            threads *= int(a.value)
+    return threads
+
+
 class _Kernels(StmtMutator):
     def __init__(self, target):
         self.target = target
@@ -250,12 +289,7 @@ class _Kernels(StmtMutator):
         if s.attr_key != "thread_extent":
             return self.generic(s)
         chain, body = launch_chain(s)
-        threads = 1
-        for a in chain:
-            if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("threadIdx") \
-                    and isinstance(a.value, tirx.IntImm):
-                threads *= int(a.value)
-        body = _plan_kernel(body, self.target, threads)
+        body = _plan_kernel(body, self.target, _threads(chain))
         body = relaunch(chain, body)
         return body
 
