@@ -57,19 +57,17 @@ def copy(
     prefer_async: bool = False,
 ):
     """Copy ``src`` to ``dst`` (buffers, slices, or element indices meaning "the region of
-    the other side's shape starting here").  ``coalesced_width`` bounds the vector width of
+    the other side's shape starting here"; two element indices copy that one element).  ``coalesced_width`` bounds the vector width of
     the generated accesses, ``disable_tma`` keeps a Hopper copy off the TMA unit and
     ``eviction_policy`` (``"evict_first"``, ``"evict_last"``) is an L2 hint;
     ``annotations`` and ``prefer_async`` are scheduling hints (``tilelang.ops.hints``)."""
     from .hints import check_hints
 
     check_hints("T.copy", annotations, prefer_async)
-    if R.is_element(src) and R.is_element(dst):
-        raise TileOpError(
-            f"T.copy: both source {src} and destination {dst} are single elements; "
-            "give at least one side as a buffer or a slice"
-        )
-    if R.is_element(src):
+    if R.is_element(src) and R.is_element(dst):  # one element each: a one-element copy
+        s = R.region_of(src, "T.copy", "source")
+        d = R.region_of(dst, "T.copy", "destination")
+    elif R.is_element(src):
         d = R.region_of(dst, "T.copy", "destination")
         s = R.region_of(src, "T.copy", "source", like_shape=R.extents(d))
     else:

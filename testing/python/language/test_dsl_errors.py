@@ -121,14 +121,6 @@ def test_unknown_dtype_in_tensor_annotation():
                 T.evaluate(0)
 
 
-def test_copy_between_two_elements():
-    with pytest.raises(DSLError, match="T.copy: both source"):
-
-        @T.prim_func
-        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
-            with T.Kernel(1, threads=128) as bx:
-                T.copy(A[0], B[0])
-
 
 def test_kernel_grid_arity():
     with pytest.raises(DSLError, match="T.Kernel takes at most 3 grid dimensions"):

@@ -77,3 +77,20 @@ def test_slices_and_unit_dims():
     k = tilelang.compile(main, out_idx=[1], target="cpu")
     a = torch.randn(2, 3, 32, 16)
     torch.testing.assert_close(k(a), a.transpose(2, 3).contiguous())
+
+
+def test_copy_between_two_elements_copies_that_element():
+    """T.copy(A[i], B[j]) (the public form) moves exactly one element."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 4), "float32"), B: T.Tensor((64, 4), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            T.copy(A[bx * 32, 1], B[bx * 32 + 1, 2])
+
+    kernel = tilelang.compile(main, target="cpu")
+    a, b = torch.randn(64, 4), torch.zeros(64, 4)
+    kernel(a, b)
+    want = torch.zeros(64, 4)
+    want[1, 2], want[33, 2] = a[0, 1], a[32, 1]
+    torch.testing.assert_close(b, want)
+    assert "B_ptr" in tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
