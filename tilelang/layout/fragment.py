@@ -215,6 +215,47 @@ class Fragment(Layout):
         return Fragment.from_factors(shape, dims, self.replicas,
                                      name=f"window({self.name}, {dim}, {extent})")
 
+    def coarsen(self, dim: int, c: int) -> "Fragment | None":
+        """The layout of ``y`` with ``y[.., i // c, ..]`` read at every element ``i`` of ``self``
+        (``c`` a power of two): ``dim``'s innermost digits spanning ``c`` (a digit may be split)
+        no longer tell elements apart, so their registers vanish and their threads become
+        replicas (each of them reads the element).  ``None`` when ``c`` does not split the
+        digits evenly."""
+        low, high, span = [], list(self.dims[dim]), 1
+        while high and span < c:
+            x = high.pop()
+            if span * x.extent <= c:
+                low.append(x)
+                span *= x.extent
+                continue
+            q = c // span
+            if c % span or x.extent % q:
+                return None
+            low.append(Factor(x.dim, q, x.kind, x.stride))
+            high.append(Factor(x.dim, x.extent // q, x.kind, x.stride * q))
+            span = c
+        if span != c:
+            return None
+        high = high or [Factor(dim, 1, REG, 1)]
+        dims = [high if d == dim else fs for d, fs in enumerate(self.dims)]
+        regmap = _compact_regs([x for fs in dims for x in fs if x.kind == REG])
+        dims = [[Factor(x.dim, x.extent, x.kind, regmap[x] if x.kind == REG else x.stride)
+                 for x in fs] for fs in dims]
+        reps = self.replicas + [Factor(-1, x.extent, THREAD, x.stride) for x in low
+                                if x.kind == THREAD and x.extent > 1]
+        shape = [-(-n // c) if d == dim else n for d, n in enumerate(self.shape)]
+        return Fragment.from_factors(shape, dims, reps, name=f"coarsen({self.name}, {dim}, {c})")
+
+    def resized(self, shape: Sequence[int]) -> "Fragment | None":
+        """The same digits over another ``shape`` that they cover (indices beyond ``shape`` are
+        padding: their registers exist but hold no element of the tile); ``None`` if some
+        extent of ``shape`` exceeds the digits' (``padded_shape``)."""
+        shape = [int(s) for s in shape]
+        if len(shape) != len(self.shape) or \
+                any(a > b for a, b in zip(shape, self.padded_shape)):
+            return None
+        return Fragment.from_factors(shape, self.dims, self.replicas, name=self.name)
+
     def reduced_thread_factors(self, dim: int) -> list[Factor]:
         return [x for x in self.dims[dim] if x.kind == THREAD]
 
@@ -296,18 +337,26 @@ def _split(total: int, want: int) -> int:
     return g
 
 
-def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str = "") -> Fragment:
+def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str = "",
+                spans: Sequence[int | None] | None = None) -> Fragment:
     """Threads laid along the last dimension (``vec`` consecutive elements each), then along
     the others; what is left over becomes registers, spare threads become replicas.  Extents
-    are padded to powers of two (the lowering guards the padding)."""
+    are padded to powers of two (the lowering guards the padding).  ``spans[d]`` (a power of
+    two, ``None``: no limit) keeps dim ``d``'s thread digits inside its innermost ``spans[d]``
+    indices, so that every aligned window of that many indices lies in the same threads (1:
+    the dim is held in registers only)."""
     shape = [int(s) for s in shape]
     nd = len(shape)
     rem = [_pow2_ceil(max(1, s)) for s in shape]
     v = _split(rem[-1], vec)
     rem[-1] //= v
+    room = list(rem)  # how many threads each dim may take
+    for d, span in enumerate(spans or [None] * nd):
+        if span is not None:
+            room[d] = min(rem[d], max(1, span // (v if d == nd - 1 else 1)))
     threads, left = [1] * nd, num_threads
     for d in reversed(range(nd)):  # threads fastest along the last dim
-        threads[d] = _split(rem[d], left)
+        threads[d] = _split(room[d], left)
         left //= threads[d]
         rem[d] //= threads[d]
     # register index: the vector innermost, then the leftover digits, last dim fastest

@@ -9,7 +9,8 @@ ops themselves (``TileOp.infer_layout``, ``TileOp.propagate_layout``); this pass
 Order: every op's fixed demands in program order (``T.annotate_layout``; a gemm's accumulator,
 register operand and shared-operand swizzles), then propagation (ops' hooks, e.g. fragment
 copies and reductions, and ``T.Parallel`` bodies) until nothing changes; a fragment still free
-gets a default element-wise layout and propagation resumes.  Two different demands on one
+gets a default element-wise layout that serves its ``T.Parallel`` accesses (dims indexed by
+serial loops held in registers, windows kept in one set of threads) and propagation resumes.  Two different demands on one
 fragment raise a ``LoweringError`` naming both sources and both layouts.  The CPU needs no
 layouts: it returns the function unchanged.
 """
@@ -304,12 +305,42 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
         # the largest free fragment first: reductions and projections derive the smaller ones
         b = max(free, key=lambda x: (_size(x), -pending.index(x)))
         vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
-        st.demand(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec), "default")
+        st.demand(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec,
+                                 spans=_thread_spans(b, col)), "default")
     for lp in col.loops:
         if key(lp.node.loop_var) not in st.loops:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], num_threads, vec=1)
     return st, swizzle, col
+
+
+def _thread_spans(buf, col: _Collect) -> list[int | None]:
+    """How far the thread digits of each dim of a free fragment may reach (see
+    ``elementwise``'s ``spans``), so that every ``T.Parallel`` access to it finds each element
+    in one thread whatever the serial loops' values: a dim indexed by something fixed for the
+    loop's iteration (a constant, a serial loop inside or around the loop) is held in
+    registers (1); a window ``v + w * extent(v)`` keeps its threads inside ``extent(v)``
+    (rounded down to a power of two); a loop variable leaves the dim free (``None``)."""
+    spans: list[int | None] = [None] * len(buf.shape)
+
+    def cap(d, n):
+        spans[d] = n if spans[d] is None else min(spans[d], n)
+
+    for lp in col.loops:
+        for b, idx in lp.accesses:
+            if key(b) != key(buf):
+                continue
+            for d, e in enumerate(idx):
+                if isinstance(e, tvm.ir.Var) and any(key(e) == key(v) for v in lp.vars):
+                    continue
+                if _fixed_in_iteration(e, lp):
+                    cap(d, 1)
+                    continue
+                k = _windowed_var(e, lp)
+                if k is not None:
+                    ext = R.as_int(lp.extents[k])
+                    cap(d, 1 << (max(1, ext).bit_length() - 1))
+    return spans
 
 
 def _is_sm80_swizzle(lay) -> bool:
@@ -336,7 +367,11 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
     for d, e in enumerate(idx):
         if isinstance(e, tvm.ir.Var) and key(e) in keys:
             pos.append(keys.index(key(e)))
-        elif (isinstance(e, tvm.ir.Var) and key(e) in lp.inner) or isinstance(e, tirx.IntImm):
+        elif _fixed_in_iteration(e, lp):
+            # the same element for every thread that runs an iteration: only a dim held in
+            # registers (a window of one index) serves every value of the index
+            if lay.window(d, 1) is None:
+                return None
             drop.append(d)
         else:
             k = _windowed_var(e, lp)
@@ -350,7 +385,25 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
         return None
     for d in reversed(drop):
         lay = lay.reduce(d)
-    return lay
+    # a fragment padded to the loop's extent (a loop that runs past its end) serves the loop
+    return lay if lay.shape == [R.as_int(e) for e in lp.extents] else \
+        lay.resized([R.as_int(e) for e in lp.extents])
+
+
+def _fixed_in_iteration(e, lp: _Loop) -> bool:
+    """Whether index ``e`` uses none of the loop's own variables: a constant, a serial loop
+    nested in the body, or a variable fixed for the loop's run (an enclosing serial loop)."""
+    return not any(uses_var(e, v) for v in lp.vars)
+
+
+def _coarsened_var(e, lp: _Loop) -> tuple[int, int] | None:
+    """``(position, c)`` when ``e`` is ``v // c`` for loop var ``v`` and a constant ``c``."""
+    if isinstance(e, tirx.FloorDiv) and isinstance(e.b, tirx.IntImm) and int(e.b) > 0 and \
+            isinstance(e.a, tvm.ir.Var):
+        keys = [key(v) for v in lp.vars]
+        if key(e.a) in keys:
+            return keys.index(key(e.a)), int(e.b)
+    return None
 
 
 def _windowed_var(e, lp: _Loop) -> int | None:
@@ -374,18 +427,25 @@ def _windowed_var(e, lp: _Loop) -> int | None:
 
 
 def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment | None:
-    """A fragment's layout read off a loop access.  Its indices are loop vars (in order), or
-    are fixed for a thread's iteration: a constant, or a serial loop nested in the body
-    (``a[k, i]`` with ``for k in T.serial(n)`` inside).  The loop dims it does not use are
-    reduced away (their threads become replicas); a fixed dim is held whole in registers by
-    each thread, which then has every element its iterations read."""
+    """A fragment's layout read off a loop access.  Its indices are loop vars (in order), a
+    loop var divided by a constant (``b[i, j // 2]``: the digits of ``j`` below 2 no longer
+    tell elements apart, their threads become replicas), or are fixed for a thread's
+    iteration: a constant, a serial loop nested in the body (``a[k, i]`` with ``for k in
+    T.serial(n)`` inside) or around the loop.  The loop dims it does not use are reduced away
+    (their threads become replicas); a fixed dim is held whole in registers by each thread,
+    which then has every element its iterations read.  A loop that runs past the fragment's
+    extent gives its layout clipped to the fragment (the indices beyond are padding)."""
     shape = [int(s) for s in buf.shape]
     keys = [key(v) for v in lp.vars]
-    var_idx, held = [], {}
+    var_idx, held, coarse = [], {}, {}
     for d, e in enumerate(idx):
         if isinstance(e, tvm.ir.Var) and key(e) in keys:
             var_idx.append(e)
-        elif isinstance(e, tirx.IntImm) or (isinstance(e, tvm.ir.Var) and key(e) in lp.inner):
+        elif _coarsened_var(e, lp) is not None:
+            p, c = _coarsened_var(e, lp)
+            var_idx.append(lp.vars[p])
+            coarse[p] = c
+        elif _fixed_in_iteration(e, lp):
             held[d] = shape[d]
         else:
             return None
@@ -393,12 +453,16 @@ def _buffer_layout_from(loop_layout: Fragment, idx, lp: _Loop, buf) -> Fragment 
     if pos is None:
         return None
     lay = loop_layout
+    for p, c in coarse.items():
+        lay = lay.coarsen(p, c)
+        if lay is None:
+            return None
     for d in reversed(range(len(lp.vars))):
         if d not in pos:
             lay = lay.reduce(d)
     if held:
         lay = _insert_register_dims(lay, held)
-    return lay if list(lay.shape) == shape else None
+    return lay if list(lay.shape) == shape else lay.resized(shape)
 
 
 def _insert_register_dims(lay: Fragment, held: dict) -> Fragment:
