@@ -18,9 +18,15 @@ from tvm.script import tirx as _T
 from ..errors import DSLError, DSLTypeError
 
 
-def clamp(value: Any, lo: Any, hi: Any) -> Any:
-    """``value`` limited to ``[lo, hi]``: ``min(max(value, lo), hi)``."""
-    return _T.min(_T.max(value, lo), hi)
+def clamp(value: Any, min_val: Any, max_val: Any) -> Any:
+    """``value`` limited to ``[min_val, max_val]``: ``min(max(value, min_val), max_val)``."""
+    return _T.min(_T.max(value, min_val), max_val)
+
+
+def align_up(value: Any, alignment: Any) -> Any:
+    """The smallest multiple of ``alignment`` (positive) that is at least ``value``:
+    ``ceildiv(value, alignment) * alignment``."""
+    return _T.ceildiv(value, alignment) * alignment
 
 
 def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> Any:
@@ -175,4 +181,4 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "call_extern", "clamp", "import_source", "sync_threads", *FAST_MATH]
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "import_source", "sync_threads", *FAST_MATH]

@@ -89,3 +89,19 @@ def test_fast_math_spellings_refuse_non_float_inputs(dtype):
 def test_fast_math_spellings_keep_the_float_dtype(dtype):
     result = T.__log2(tirx.Var("v", dtype))
     assert isinstance(result, tirx.Call) and result.dtype == dtype
+
+
+def test_clamp_keywords_and_align_up():
+    @T.prim_func
+    def main(A: T.Tensor((8,), T.int32), B: T.Tensor((8,), T.int32), C: T.Tensor((8,), T.int32)):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                B[i] = T.clamp(A[i], min_val=-2, max_val=3)
+                C[i] = T.align_up(A[i], 4)
+
+    kernel = tilelang.compile(main, target="cpu")
+    a = torch.arange(-4, 12, 2, dtype=torch.int32)
+    b, c = torch.zeros_like(a), torch.zeros_like(a)
+    kernel(a, b, c)
+    torch.testing.assert_close(b, a.clamp(-2, 3))
+    torch.testing.assert_close(c, (a + 3).div(4, rounding_mode="floor") * 4)
