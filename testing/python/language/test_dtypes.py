@@ -24,8 +24,9 @@ def test_dtype_objects_map_to_torch():
     assert T.bool.as_torch() is torch.bool
     assert getattr(torch, T.bfloat16) is torch.bfloat16
     assert T.float8_e4m3fn.as_torch() is torch.float8_e4m3fn
-    with pytest.raises(DSLError, match="int4.*no torch equivalent"):
-        T.int4.as_torch()
+    assert T.int4.as_torch() is torch.uint8  # sub-byte types: the packed bytes
+    with pytest.raises(DSLError, match="float6_e2m3fn.*no torch equivalent"):
+        T.dtype("float6_e2m3fn").as_torch()
 
 
 def test_dtype_constructor_accepts_every_spelling():
