@@ -44,12 +44,18 @@ from .barrier import (
 )
 from .allocate import alloc_fragment, alloc_global, alloc_local, alloc_shared, alloc_var
 from .kernel import (
+    ClusterKernel,
     Kernel,
     get_block_binding,
     get_block_bindings,
     get_thread_binding,
     get_thread_bindings,
+    launch_thread,
 )
+from .cluster import (alloc_cluster_barrier, block_rank_in_cluster, clc_get_first_ctaid_x,
+                      clc_get_first_ctaid_y, clc_get_first_ctaid_z, clc_is_canceled,
+                      clc_try_cancel, clc_try_cancel_multicast, cluster_arrive,
+                      cluster_arrive_relaxed, cluster_sync, cluster_wait)
 from .loop import Parallel, Persistent, Pipelined
 from .parser import prim_func
 from .pointer import make_tensor, ptr

@@ -51,15 +51,26 @@ def _barrier(bar: Any, op: str):
     return tirx.address_of(load), load
 
 
-def mbarrier_arrive(mbarrier: Any):
-    """This thread arrives on the barrier's current phase."""
-    return tma.mbarrier_arrive(_barrier(mbarrier, "T.mbarrier_arrive")[0])
+def mbarrier_arrive(mbarrier: Any, cta_id: Any = None):
+    """This thread arrives on the barrier's current phase; with ``cta_id``, on the same barrier
+    of block ``cta_id`` of the thread block cluster (``T.alloc_cluster_barrier``)."""
+    addr = _barrier(mbarrier, "T.mbarrier_arrive")[0]
+    if cta_id is not None:
+        from .cluster import mbarrier_arrive_remote
+
+        return mbarrier_arrive_remote(addr, cta_id)
+    return tma.mbarrier_arrive(addr)
 
 
 def mbarrier_wait_parity(mbarrier: Any, parity: Any):
     """Wait until the barrier's phase of parity ``parity`` (0 or 1) has completed; what that
     phase published (TMA bytes, writes before the arrivals) is then visible to this thread."""
-    return tma.mbarrier_wait(_barrier(mbarrier, "T.mbarrier_wait_parity")[0], parity)
+    addr, load = _barrier(mbarrier, "T.mbarrier_wait_parity")
+    from .cluster import is_cluster_barrier, mbarrier_wait_cluster
+
+    if is_cluster_barrier(load.source):  # other blocks arrive on it: acquire at cluster scope
+        return mbarrier_wait_cluster(addr, parity)
+    return tma.mbarrier_wait(addr, parity)
 
 
 def mbarrier_expect_tx(mbarrier: Any, nbytes: Any):

@@ -34,37 +34,105 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> Any:
     ``T.sync_threads(barrier_id, arrive_count)``: named barrier ``barrier_id`` (1 to 15) over
     ``arrive_count`` threads (a multiple of 32, default the whole block): each thread that
     reaches it waits until that many threads have, so a subset of the block (the threads of
-    an ``if tx < n:``) can synchronize among themselves.  Both must be Python ints."""
-    from ..device import sm80
+    an ``if tx < n:``) can synchronize among themselves.  Either may be computed at run time
+    (an expression of the program: ``barrier_id = tx // 128 + 1``); constants are checked
+    here, a runtime id must lie in 1..15 (or be 0 with the whole block's count)."""
+    from ..device import sm80, sync
     from .kernel import _current
 
     if barrier_id is None and arrive_count is None:
         return tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared")
     op = "T.sync_threads"
     block = _current(op).num_threads
-    bar = _constant(barrier_id, op, "barrier_id", 0)
-    count = block if arrive_count is None else _constant(arrive_count, op, "arrive_count", 1)
-    if bar >= NAMED_BARRIERS:
-        raise DSLError(f"{op}: barrier_id {bar} is out of range; PTX has named barriers 0 to "
-                       f"{NAMED_BARRIERS - 1}")
-    if count % WARP or count > block:
-        raise DSLError(f"{op}({bar}, {count}): arrive_count must be a multiple of {WARP} (whole "
-                       f"warps) and at most the block's {block} threads")
-    if bar == 0 and count != block:
-        raise DSLError(f"{op}(0, {count}): barrier 0 is the whole block's (__syncthreads); "
-                       f"give a group of {count} threads an id from 1 to {NAMED_BARRIERS - 1}")
-    return sm80.barrier(bar, count)
+    if barrier_id is None:
+        barrier_id = 0
+    bar = _named_barrier(barrier_id, op)
+    count = block if arrive_count is None else _thread_count(arrive_count, op, block)
+    if isinstance(bar, int) and isinstance(count, int):
+        if bar == 0 and count != block:
+            raise DSLError(f"{op}(0, {count}): barrier 0 is the whole block's (__syncthreads); "
+                           f"give a group of {count} threads an id from 1 to "
+                           f"{NAMED_BARRIERS - 1}")
+        if bar == 0:
+            return sm80.barrier(0, count)
+    return sync.sync_partial(bar, count)
+
+
+def named_barrier_arrive(barrier_id: Any, arrive_count: Any) -> Any:
+    """Arrive on named barrier ``barrier_id`` (1 to 15) of ``arrive_count`` threads without
+    waiting (``barrier.arrive``): a producer signals the threads that wait with
+    ``T.sync_threads(barrier_id, arrive_count)``; the arrivals and the waits together make up
+    ``arrive_count``.  The producer's earlier shared-memory writes are visible to the threads
+    whose wait this arrival completes.  Either argument may be computed at run time."""
+    from ..device import sync
+    from .kernel import _current
+
+    op = "T.named_barrier_arrive"
+    block = _current(op).num_threads
+    bar = _named_barrier(barrier_id, op)
+    if isinstance(bar, int) and bar == 0:
+        raise DSLError(f"{op}: barrier 0 is the block's __syncthreads barrier; use an id from 1 "
+                       f"to {NAMED_BARRIERS - 1}")
+    return sync.named_barrier_arrive(bar, _thread_count(arrive_count, op, block))
+
+
+def sync_grid() -> Any:
+    """A barrier of the whole grid (``cooperative_groups::this_grid().sync()``): every thread
+    of every block waits until all have reached it, and global-memory writes before it are
+    visible to every thread after it.  The kernel is then launched cooperatively, which needs
+    all its blocks resident on the GPU at once (the launch fails otherwise: keep the grid at
+    most the number of blocks the GPU holds).  CUDA only."""
+    from ..device import sync
+    from .kernel import _current
+
+    _current("T.sync_grid")
+    return sync.grid_sync()
 
 
 NAMED_BARRIERS = 16  # PTX barrier ids 0..15
 WARP = 32
 
 
+def _named_barrier(value: Any, op: str) -> Any:
+    """A barrier id: a checked Python int, or an int32 expression evaluated at run time."""
+    if isinstance(value, tirx.IntImm):
+        value = int(value.value)
+    if isinstance(value, tirx.PrimExpr):
+        return _int32(value, op, "barrier_id")
+    bar = _constant(value, op, "barrier_id", 0)
+    if bar >= NAMED_BARRIERS:
+        raise DSLError(f"{op}: barrier_id {bar} is out of range; PTX has named barriers 0 to "
+                       f"{NAMED_BARRIERS - 1}")
+    return bar
+
+
+def _thread_count(value: Any, op: str, block: int) -> Any:
+    """A barrier's thread count: a checked Python int (whole warps, at most the block), or an
+    int32 expression evaluated at run time."""
+    if isinstance(value, tirx.IntImm):
+        value = int(value.value)
+    if isinstance(value, tirx.PrimExpr):
+        return _int32(value, op, "arrive_count")
+    count = _constant(value, op, "arrive_count", 1)
+    if count % WARP or count > block:
+        raise DSLError(f"{op}: arrive_count {count} must be a multiple of {WARP} (whole warps) "
+                       f"and at most the block's {block} threads")
+    return count
+
+
+def _int32(value: Any, op: str, what: str) -> Any:
+    dtype = str(value.dtype)
+    if not dtype.startswith(("int", "uint")):
+        raise DSLTypeError(f"{op}: {what} must be an integer, got a {dtype} expression")
+    return value if dtype == "int32" else tirx.Cast("int32", value)
+
+
 def _constant(value: Any, op: str, what: str, low: int) -> int:
     if isinstance(value, tirx.IntImm):
         value = int(value.value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise DSLTypeError(f"{op}: {what} must be a Python int (a constant), got {value!r}")
+        raise DSLTypeError(f"{op}: {what} must be a Python int or an integer expression, "
+                           f"got {value!r}")
     if value < low:
         raise DSLError(f"{op}: {what} must be at least {low}, got {value}")
     return value
@@ -181,4 +249,5 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "import_source", "sync_threads", *FAST_MATH]
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "import_source", "named_barrier_arrive",
+           "sync_grid", "sync_threads", *FAST_MATH]

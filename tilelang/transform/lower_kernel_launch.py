@@ -5,7 +5,12 @@ a raw thread index is rejected), ``T.Parallel`` loops run in order, shared tiles
 locals become arrays local to the block, and the grid becomes one loop over blocks that runs
 in parallel over the CPU's threads (in order when the kernel contains atomics).
 CUDA: the launch stays as ``thread_extent`` attributes for TVM's host/device split; a
-``T.use_swizzle`` in the kernel remaps the block indices (rasterization).
+``T.use_swizzle`` in the kernel remaps the block indices (rasterization).  A cluster shape
+(``clusterCtaIdx`` extents of ``T.ClusterKernel``) reaches the launch that way too and needs
+sm_90 or newer; a kernel with a grid barrier (``T.sync_grid``) makes the function's kernels
+launch cooperatively (the function attribute TVM's split turns into the runtime's
+``tirx.use_cooperative_launch``).  The CPU has no clusters and cannot hold a grid barrier
+across its parallel block loop: kernels that use them are a ``LoweringError`` there.
 Both: the threads of a kernel that draws random numbers (``T.rng_*``) get their generator
 state (``tilelang.device.random``).  A function may launch several kernels: each is lowered
 alone, and they run in program order.
@@ -17,8 +22,9 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..device import cpu_form
-from ..device import launch, random
+from ..device import cluster, launch, random, sync
 from ..device.effects import effect_of
+from ..engine.cuda import arch_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.annotate import RASTERIZE
@@ -134,15 +140,42 @@ def _localize(buf):
     return None
 
 
+def _cluster_uses(body: tirx.Stmt) -> list[str]:
+    """What in ``body`` needs thread block clusters: the cluster launches and cluster ops."""
+    uses = [f"T.ClusterKernel (cluster extent {a.node.thread_tag} = {a.value})"
+            for a in find_all(body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent"
+                              and a.node.thread_tag in cluster.CLUSTER_TAGS)]
+    return uses + [d.name.replace("tl.device.", "T.") for d in cluster.ops_in(body)]
+
+
+def _sm_version(target) -> int:
+    digits = "".join(ch for ch in arch_of(target).removeprefix("sm_") if ch.isdigit())
+    return int(digits) if digits else 0
+
+
 @function_pass("tl.LowerKernelLaunch")
 def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    cpu = is_cpu(target_of(func))
+    target = target_of(func)
+    cpu = is_cpu(target)
+    uses = _cluster_uses(func.body)
+    grid_sync = sync.uses_grid_sync(func.body)
+    if cpu and (uses or grid_sync):
+        what = uses[0] if uses else "T.sync_grid"
+        raise LoweringError(
+            f"the CPU backend cannot run a kernel that uses {what}: thread block clusters and "
+            "grid-wide barriers exist on CUDA GPUs only (clusters from sm_90)")
+    if uses and _sm_version(target) < 90:
+        raise LoweringError(f"{uses[0]} needs thread block clusters, which CUDA has from sm_90 "
+                            f"on; the target is {arch_of(target)}")
     # each T.Kernel's threads get their random generator states (T.rng_*)
     func = func.with_body(map_kernels(func.body, lambda k: random.lower_kernel(k, cpu)))
     if not cpu:
+        if grid_sync:
+            func = sync.cooperative(func)
         return func.with_body(_Rasterize()(func.body))
-    # the CPU runs kernels one after the other: launch dependencies hold already
-    body = _CPULaunch()(cpu_form.lower(launch.drop(func.body)))
+    # the CPU runs kernels one after the other: launch dependencies hold already; one thread
+    # runs a block, so named barriers among its threads hold already
+    body = _CPULaunch()(cpu_form.lower(sync.drop_block_local(launch.drop(func.body))))
     if not any(is_buffer_var(p) for p in func.params):
         # TVM takes the device of the host's workspace allocations from the tensor arguments;
         # a kernel of only T.ptr addresses and scalars names the CPU itself

@@ -9,3 +9,4 @@
 #include "ldst.h"
 #include "random.h"
 #include "reduce.h"
+#include "sync.h"
