@@ -5,7 +5,12 @@ With ``clear=True`` the result replaces ``dst``; with ``clear=False`` it is fold
 ``dst``'s existing values with the same operation (``max(dst, max(src))``, ``dst + sum(src)``).
 Sums run in ``dst``'s dtype, except for 8-bit (and narrower) floats, which have no arithmetic
 of their own: they sum in float32, rounded to ``dst``'s dtype once at the end.  Max/min of
-floats narrower than float32 are taken in float32, which gives the same (exact) result.
+floats narrower than float32 are taken in float32 (on CUDA, float16/bfloat16 in their own
+type with ``__hmax``/``__hmin``), which gives the same (exact) result.
+
+NaN: by default a max/min ignores NaN operands (``fmax`` semantics: the result is NaN only when
+every value of the line is); with ``nan_propagate=True`` a NaN anywhere in the line (or in
+``dst`` with ``clear=False``) makes the result NaN.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ KINDS = ("max", "min", "sum", "abssum", "absmax")
 class Reduce(TileOp):
     name = "tl.reduce"
     printer = "reduce"
-    fields = ("src", "dst", "kind", "dim", "clear")
+    fields = ("src", "dst", "kind", "dim", "clear", "nan_propagate")
+    defaults = {"nan_propagate": 0}
 
     def propagate_layout(self, ctx: LayoutContext) -> None:
         """A fragment reduced into a fragment gives it its layout with ``dim`` reduced away
@@ -59,17 +65,37 @@ def accum_dtype(kind: str, dtype: str) -> str:
     return str(dtype)
 
 
-def combine(kind: str, acc, x):
+def combine(kind: str, acc, x, extreme=None):
+    """``acc`` folded with element ``x``; ``extreme(which, a, b)`` ("max"/"min") gives the
+    max/min of two values (default: :func:`cpu_extreme` without NaN propagation)."""
+    extreme = extreme or (lambda which, a, b: cpu_extreme(which, a, b, False))
     if kind in ("abssum", "absmax"):
         x = tirx.abs(x)
     if kind in ("max", "absmax"):
-        return tirx.max(acc, x)
+        return extreme("max", acc, x)
     if kind == "min":
-        return tirx.min(acc, x)
+        return extreme("min", acc, x)
     return acc + x
 
 
-def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool):
+def _fold_kind(kind: str) -> str:
+    """The operation that folds a result into ``dst`` (``clear=False``): abs is not applied."""
+    return {"abssum": "sum", "absmax": "max"}.get(kind, kind)
+
+
+def cpu_extreme(which: str, a, b, propagate: bool):
+    """max/min of ``a`` and ``b`` with explicit NaN rules for floats: a NaN operand gives NaN
+    (``propagate``) or the other operand (the default, like ``fmax``).  TIR's plain max is a
+    compare-and-select, whose NaN result depends on the operand order."""
+    plain = tirx.max(a, b) if which == "max" else tirx.min(a, b)
+    if not tvm.DataType(str(a.ty)).is_float:
+        return plain
+    if propagate:
+        return tirx.Select(tirx.isnan(a), a, tirx.Select(tirx.isnan(b), b, plain))
+    return tirx.Select(tirx.isnan(b), a, tirx.Select(tirx.isnan(a), b, plain))
+
+
+def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool, nan_propagate: bool = False):
     opname = f"T.reduce_{kind}"
     s = R.region_of(src, opname, "source")
     d = R.region_of(dst, opname, "destination")
@@ -91,33 +117,34 @@ def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool):
             f"{dim} gives shape {R.fmt_shape(kept)}, but destination {R.describe(d)} has shape "
             f"{R.fmt_shape(ds)}"
         )
-    return Reduce(src=s, dst=d, kind=kind, dim=dim, clear=bool(clear)).to_call()
+    return Reduce(src=s, dst=d, kind=kind, dim=dim, clear=bool(clear),
+                  nan_propagate=int(bool(nan_propagate))).to_call()
 
 
 def _public_options(kind: str, batch: Any, nan_propagate: Any) -> None:
-    """The public signature's tuning arguments: ``batch`` (rows reduced together, a
-    scheduling hint that does not change the result) is accepted; ``nan_propagate=True``
-    (a NaN operand makes the max/min NaN) is not implemented and is refused."""
+    """The public signature's options: ``batch`` (rows reduced together, a scheduling hint
+    that does not change the result) and ``nan_propagate`` (a bool)."""
     opname = f"T.reduce_{kind}"
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise TileOpError(f"{opname}: batch must be a positive int, got {batch!r}")
-    if nan_propagate:
-        raise TileOpError(f"{opname}: nan_propagate=True is not supported by this tilelang "
-                          f"(max/min follow the default, non-propagating semantics)")
+    if not isinstance(nan_propagate, (bool, int)):
+        raise TileOpError(f"{opname}: nan_propagate must be a bool, got {nan_propagate!r}")
 
 
 def reduce_max(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
                nan_propagate: bool = False):
-    """``out = max(buffer, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    """``out = max(buffer, axis=dim)``; ``clear=False`` gives ``max(out, ...)``;
+    ``nan_propagate=True``: a NaN in the line (or in ``out``) gives NaN."""
     _public_options("max", batch, nan_propagate)
-    return _reduce("max", buffer, out, dim, clear)
+    return _reduce("max", buffer, out, dim, clear, nan_propagate)
 
 
 def reduce_min(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
                nan_propagate: bool = False):
-    """``out = min(buffer, axis=dim)``; ``clear=False`` gives ``min(out, ...)``."""
+    """``out = min(buffer, axis=dim)``; ``clear=False`` gives ``min(out, ...)``;
+    ``nan_propagate=True``: a NaN in the line (or in ``out``) gives NaN."""
     _public_options("min", batch, nan_propagate)
-    return _reduce("min", buffer, out, dim, clear)
+    return _reduce("min", buffer, out, dim, clear, nan_propagate)
 
 
 def reduce_sum(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1):
@@ -134,9 +161,10 @@ def reduce_abssum(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batc
 
 def reduce_absmax(buffer: Any, out: Any, dim: int = -1, clear: bool = True, batch: int = 1,
                   nan_propagate: bool = False):
-    """``out = max(|buffer|, axis=dim)``; ``clear=False`` gives ``max(out, ...)``."""
+    """``out = max(|buffer|, axis=dim)``; ``clear=False`` gives ``max(out, ...)``;
+    ``nan_propagate=True``: a NaN in the line (or in ``out``) gives NaN."""
     _public_options("absmax", batch, nan_propagate)
-    return _reduce("absmax", buffer, out, dim, clear)
+    return _reduce("absmax", buffer, out, dim, clear, nan_propagate)
 
 
 def dst_indices(op: Reduce, outer: list) -> list:
@@ -175,6 +203,9 @@ def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     acc = tirx.decl_buffer([1], at, f"{dst.name}_acc", scope="local")
     n = R.extents(op.src)[op.dim]
 
+    def extreme(which, a, b):
+        return cpu_extreme(which, a, b, bool(op.nan_propagate))
+
     def body(outer):
         di = dst_indices(op, outer)
         start = identity(op.kind, at) if op.clear else \
@@ -184,7 +215,8 @@ def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
             lambda rv: tirx.BufferStore(
                 acc,
                 combine(op.kind, tirx.BufferLoad(acc, [0]),
-                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), at)),
+                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), at),
+                        extreme),
                 [0]),
             kind=loops.SERIAL, prefix="r")
         return tirx.SeqStmt([tirx.BufferStore(acc, start, [0]), fold,
@@ -197,9 +229,75 @@ def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
 
 _OP = {"max": "tl::MaxOp", "min": "tl::MinOp", "sum": "tl::SumOp", "abssum": "tl::SumOp",
        "absmax": "tl::MaxOp"}
-_FOLD = {"max": "max", "min": "min", "sum": "sum", "abssum": "sum", "absmax": "max"}
-_CTYPES = {"float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16", "int32": "int",
-           "float64": "double"}
+_NATIVE_16 = ("float16", "bfloat16")  # max/min on CUDA in their own type (__hmax, __hmin)
+_SCOPES = ("local.fragment", "shared", "shared.dyn")
+
+
+def cuda_accum_dtype(kind: str, dtype: str) -> str:
+    """:func:`accum_dtype` on CUDA: max/min of float16/bfloat16 stay in their type (exact)."""
+    if kind in ("max", "min", "absmax") and str(dtype) in _NATIVE_16:
+        return str(dtype)
+    return accum_dtype(kind, dtype)
+
+
+def cuda_extreme(propagate: bool):
+    """max/min of two CUDA values: ``__hmax``/``__hmin`` (``_nan`` forms to propagate) for
+    16-bit floats, ``tl::max_nan``/``min_nan`` for other floats that propagate, else TIR's
+    max/min (CUDA's ``fmaxf``/``fminf``, which ignore a NaN operand)."""
+    def extreme(which: str, a, b):
+        dt = str(a.ty)
+        if dt in _NATIVE_16:
+            return tirx.call_extern(dt, f"__h{which}" + ("_nan" if propagate else ""), a, b)
+        if propagate and tvm.DataType(dt).is_float:
+            return tirx.call_extern(dt, f"tl::{which}_nan", a, b)
+        return tirx.max(a, b) if which == "max" else tirx.min(a, b)
+
+    return extreme
+
+
+def _combiner(kind: str, dtype: str, propagate: bool) -> str:
+    """The ``tl::*Op`` the device all-reduce combines values of ``dtype`` with."""
+    name = _OP[kind]
+    if propagate and name != "tl::SumOp" and tvm.DataType(dtype).is_float:
+        name += "Nan"
+    return name
+
+
+def _expand(ld, dim: int, n: int, keep: bool):
+    """A source layout whose reduction over ``dim`` is ``ld``: every thread holding an element
+    of ``ld`` holds the whole line of ``n`` elements along ``dim`` in registers (the reduction
+    is then thread-local)."""
+    from ..layout.fragment import REG, Factor, Fragment
+
+    dims = [fs for k, fs in enumerate(ld.dims) if not (keep and k == dim)]
+    reg_top = max([x.stride * x.extent for x in ld.factors if x.kind == REG] or [1])
+    out, shape = [], []
+    for d in range(len(dims) + 1):
+        if d == dim:
+            out.append([Factor(d, n, REG, reg_top)])
+            shape.append(n)
+            continue
+        k = d if d < dim else d - 1
+        out.append([Factor(d, x.extent, x.kind, x.stride) for x in dims[k]])
+        shape.append([s for j, s in enumerate(ld.shape) if not (keep and j == dim)][k])
+    return Fragment.from_factors(shape, out, ld.replicas, name=f"expand({ld.name}, {dim})")
+
+
+def _check_line_threads(op: Reduce, ls, src) -> None:
+    """The device all-reduce halves its lane distance each step: the threads holding one line
+    of the source along ``dim`` (replicas included) must be a power of two."""
+    import numpy as np
+
+    table = ls.thread_table()  # replica 0
+    line = np.unique(table[tuple(slice(None) if k == op.dim else 0 for k in range(table.ndim))])
+    width = len(line) * ls.replicate
+    if width < 1 or width & (width - 1):
+        raise LoweringError(
+            f"T.reduce_{op.kind}({src.name}, dim={op.dim}) on CUDA: the all-reduce runs over the "
+            f"threads that hold a line of {src.name} along dim {op.dim}, and their number "
+            f"(logical_width = {width}: {len(line)} threads x {ls.replicate} copies) must be a "
+            f"positive power of two; {src.name} has layout {ls} (pad dim {op.dim} or the thread "
+            f"count to a power of two)")
 
 
 @Reduce.lowering("cuda")
@@ -207,26 +305,42 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     """Each thread folds its own elements into a register copy of the result row, the threads
     holding parts of a row combine with the device all-reduce (warp shuffles, shared scratch
     and barriers of the op's thread group across warps), and the result replaces or folds
-    into ``dst``."""
+    into ``dst``.  A shared source is read in place, each thread folding whole lines into a
+    result laid out like ``dst`` (a fragment) or spread over the threads (shared); a shared
+    destination is written by one copy of each result element."""
     from ..layout import codec
+    from ..layout.fragment import elementwise
 
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
-    if src.scope() != "local.fragment" or dst.scope() != "local.fragment":
-        raise LoweringError(f"T.reduce_{op.kind} on CUDA reduces a fragment into a fragment; got "
-                            f"{src.name} ({src.scope()}) -> {dst.name} ({dst.scope()})")
-    if not (R.same_shape(R.extents(op.src), src.shape) and R.same_shape(R.extents(op.dst), dst.shape)):
-        raise LoweringError(f"T.reduce_{op.kind} on CUDA works on whole fragments")
-    ls, ld = ctx.layout(src), ctx.layout(dst)
-    keep = len(dst.shape) == len(src.shape)
-    want = ls.reduce(op.dim, keep_dim=keep)
-    if not ld.same_as(want):
-        raise LoweringError(
-            f"T.reduce_{op.kind}: destination {dst.name} has layout {ld}, but reducing "
-            f"{src.name} (layout {ls}) over dim {op.dim} gives {want}")
-    dt = accum_dtype(op.kind, dst.dtype)
-    tmp = tirx.decl_buffer(list(dst.shape), dt, f"{dst.name}_part", scope="local.fragment")
-    dshape = [R.as_int(s) for s in dst.shape]
-    sshape = [R.as_int(s) for s in src.shape]
+    name = f"T.reduce_{op.kind}"
+    for b, what in ((src, "source"), (dst, "destination")):
+        if b.scope() not in _SCOPES:
+            raise LoweringError(f"{name} on CUDA reduces fragments and shared tiles; {what} "
+                                f"{b.name} is in {b.scope()}")
+    src_frag, dst_frag = src.scope() == "local.fragment", dst.scope() == "local.fragment"
+    if (src_frag and not R.same_shape(R.extents(op.src), src.shape)) or \
+            (dst_frag and not R.same_shape(R.extents(op.dst), dst.shape)):
+        raise LoweringError(f"{name} on CUDA works on whole fragments (a region of a shared "
+                            f"tile is accepted)")
+    sshape = [R.as_int(e) for e in R.extents(op.src)]
+    keep = dst_frag and len(dst.shape) == len(sshape)
+    tshape = [e for k, e in enumerate(sshape) if k != op.dim]  # the result, kept dims
+    if keep:
+        tshape.insert(op.dim, 1)
+    if src_frag:
+        ls = ctx.layout(src)
+        ld = ls.reduce(op.dim, keep_dim=keep)
+        if dst_frag and not ctx.layout(dst).same_as(ld):
+            raise LoweringError(
+                f"{name}: destination {dst.name} has layout {ctx.layout(dst)}, but reducing "
+                f"{src.name} (layout {ls}) over dim {op.dim} gives {ld}")
+    else:
+        ld = ctx.layout(dst) if dst_frag else elementwise(tshape, ctx.num_threads)
+        ls = _expand(ld, op.dim, sshape[op.dim], keep)
+    _check_line_threads(op, ls, src)
+    dt = cuda_accum_dtype(op.kind, dst.dtype)
+    extreme = cuda_extreme(bool(op.nan_propagate))
+    tmp = tirx.decl_buffer(tshape, dt, f"{dst.name}_part", scope="local.fragment")
     stmts = [tirx.AllocBuffer(tmp, annotations={"tl.layout": codec.encode(ld)})]
     ctx.layouts[tmp.__chandle__()] = ld
 
@@ -236,11 +350,14 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
             out.insert(op.dim, tirx.const(0, "int32"))
         return out
 
-    init = loops.loop_nest(dshape, lambda iv: tirx.BufferStore(tmp, identity(op.kind, dt), list(iv)))
+    init = loops.loop_nest(tshape, lambda iv: tirx.BufferStore(tmp, identity(op.kind, dt),
+                                                               list(iv)))
     stmts.append(loops.with_layout(init, ld))
     fold = loops.loop_nest(sshape, lambda iv: tirx.BufferStore(
         tmp, combine(op.kind, tirx.BufferLoad(tmp, drop(iv)),
-                     loops.cast(tirx.BufferLoad(src, list(iv)), dt)), drop(iv)))
+                     loops.cast(tirx.BufferLoad(src, [rg.min + v for rg, v in
+                                                      zip(op.src.region, iv)]), dt),
+                     extreme), drop(iv)))
     stmts.append(loops.with_layout(fold, ls))
     factors = _split_at_warp([x for x in ls.reduced_thread_factors(op.dim) if x.extent > 1])
     scratch = None
@@ -251,11 +368,12 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     group = ""  # a thread group other than the block: its first thread and its barrier
     if ctx.barriers is not None and ctx.group != ctx.barriers.block:
         group = f", {ctx.group.offset}, {ctx.barriers.of(ctx.group)}"
+    combiner = _combiner(op.kind, dt, bool(op.nan_propagate))
 
     def allreduce(iv):
         v = tirx.BufferLoad(tmp, list(iv))
         for x in factors:
-            targs = f"{_OP[op.kind]}, {x.extent}, {x.stride}, {ctx.num_threads}"
+            targs = f"{combiner}, {x.extent}, {x.stride}, {ctx.num_threads}"
             if x.stride >= 32:
                 v = device.all_reduce(targs + group, v,
                                       tirx.address_of(tirx.BufferLoad(scratch, [0])), dtype=dt)
@@ -264,16 +382,17 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
         return tirx.BufferStore(tmp, v, list(iv))
 
     if factors:
-        stmts.append(loops.with_layout(loops.loop_nest(dshape, allreduce), ld))
+        stmts.append(loops.with_layout(loops.loop_nest(tshape, allreduce), ld))
 
     def finish(iv):
         new = tirx.BufferLoad(tmp, list(iv))
+        di = list(iv) if dst_frag else dst_indices(op, list(iv))
         if not op.clear:
-            new = _fold_values(_FOLD[op.kind], loops.cast(tirx.BufferLoad(dst, list(iv)), dt),
-                               new)
-        return tirx.BufferStore(dst, loops.cast(new, dst.dtype), list(iv))
+            new = combine(_fold_kind(op.kind), loops.cast(tirx.BufferLoad(dst, di), dt), new,
+                          extreme)
+        return tirx.BufferStore(dst, loops.cast(new, dst.dtype), di)
 
-    stmts.append(loops.with_layout(loops.loop_nest(dshape, finish), ld))
+    stmts.append(loops.with_layout(loops.loop_nest(tshape, finish), ld))
     return tirx.SeqStmt(stmts)
 
 
@@ -290,11 +409,3 @@ def _split_at_warp(factors: list) -> list:
         else:
             out.append(x)
     return out
-
-
-def _fold_values(kind: str, a, b):
-    if kind == "max":
-        return tirx.max(a, b)
-    if kind == "min":
-        return tirx.min(a, b)
-    return a + b

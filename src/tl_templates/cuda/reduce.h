@@ -4,14 +4,44 @@
 
 namespace tl {
 
+// Max / min of two values. Floats follow fmax/fmin: a NaN operand is ignored (the other one
+// is the result; NaN only when both are). The *_nan forms propagate: a NaN operand gives NaN.
+template <typename T> TL_DEVICE T max_of(T a, T b) { return a > b ? a : b; }
+template <typename T> TL_DEVICE T min_of(T a, T b) { return a < b ? a : b; }
+TL_DEVICE float max_of(float a, float b) { return fmaxf(a, b); }
+TL_DEVICE float min_of(float a, float b) { return fminf(a, b); }
+TL_DEVICE double max_of(double a, double b) { return fmax(a, b); }
+TL_DEVICE double min_of(double a, double b) { return fmin(a, b); }
+TL_DEVICE half max_of(half a, half b) { return __hmax(a, b); }
+TL_DEVICE half min_of(half a, half b) { return __hmin(a, b); }
+TL_DEVICE __nv_bfloat16 max_of(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
+TL_DEVICE __nv_bfloat16 min_of(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
+
+template <typename T> TL_DEVICE T max_nan(T a, T b) { return max_of(a, b); }  // integers
+template <typename T> TL_DEVICE T min_nan(T a, T b) { return min_of(a, b); }
+TL_DEVICE float max_nan(float a, float b) { return isnan(a) ? a : isnan(b) ? b : fmaxf(a, b); }
+TL_DEVICE float min_nan(float a, float b) { return isnan(a) ? a : isnan(b) ? b : fminf(a, b); }
+TL_DEVICE double max_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : fmax(a, b); }
+TL_DEVICE double min_nan(double a, double b) { return isnan(a) ? a : isnan(b) ? b : fmin(a, b); }
+TL_DEVICE half max_nan(half a, half b) { return __hmax_nan(a, b); }
+TL_DEVICE half min_nan(half a, half b) { return __hmin_nan(a, b); }
+TL_DEVICE __nv_bfloat16 max_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax_nan(a, b); }
+TL_DEVICE __nv_bfloat16 min_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin_nan(a, b); }
+
 struct SumOp {
   template <typename T> TL_DEVICE static T apply(T a, T b) { return a + b; }
 };
 struct MaxOp {
-  template <typename T> TL_DEVICE static T apply(T a, T b) { return a > b ? a : b; }
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return max_of(a, b); }
 };
 struct MinOp {
-  template <typename T> TL_DEVICE static T apply(T a, T b) { return a < b ? a : b; }
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return min_of(a, b); }
+};
+struct MaxOpNan {
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return max_nan(a, b); }
+};
+struct MinOpNan {
+  template <typename T> TL_DEVICE static T apply(T a, T b) { return min_nan(a, b); }
 };
 struct BitXorOp {
   template <typename T> TL_DEVICE static T apply(T a, T b) { return a ^ b; }
