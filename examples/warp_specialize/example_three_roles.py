@@ -1,7 +1,8 @@
 """Three roles in one block of 384 threads, synchronized by mbarriers (sm_90a).
 
 * warp group 0, the **producer**: loads the 64x64 tiles of A with TMA into a ring of two
-  shared buffers (waits on ``empty[s]``, the TMA load completes ``full[s]``); it keeps few
+  shared buffers (waits on ``empty[s]``; ``full[s]`` completes when the TMA load's bytes have
+  landed and the producer's threads have arrived); it keeps few
   registers (``T.set_max_nreg(24, 0)``);
 (Inside ``T.ws`` the work is spread over the group's threads by hand, from ``tx``: layout
 inference of ``T.Parallel`` is per block today.)
@@ -33,7 +34,7 @@ def three_roles(M: int = 1024, N: int = 64, bm: int = 64):
             tx = T.get_thread_binding()
             ring = T.alloc_shared((2, bm, N), "float16")
             Y = T.alloc_shared((bm, N), "float32")
-            full = T.alloc_barrier([1, 1])  # producer -> consumer (TMA bytes)
+            full = T.alloc_barrier([128, 128])  # producer -> consumer (TMA bytes + arrivals)
             empty = T.alloc_barrier([128, 128])  # consumer -> producer (slot free)
             y_full = T.alloc_barrier(128)  # consumer -> coordinator (Y written)
             y_empty = T.alloc_barrier(128)  # coordinator -> consumer (Y read)
@@ -43,6 +44,7 @@ def three_roles(M: int = 1024, N: int = 64, bm: int = 64):
                     T.mbarrier_wait_parity(empty[i % 2], ((i // 2) & 1) ^ 1)
                     T.tma_copy(A[i * bm:(i + 1) * bm, 0:N], ring[i % 2, 0:bm, 0:N],
                                barrier=full[i % 2])
+                    T.mbarrier_arrive(full[i % 2])  # the copy only expects its bytes
             with T.ws(1):
                 T.set_max_nreg(240, 1)
                 for i in T.serial(tiles):
