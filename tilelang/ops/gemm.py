@@ -57,13 +57,13 @@ class Gemm(TileOp):
         layouts; the plan is recorded in the op, where the lowering reads it."""
         from ..layout import codec
 
-        plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config)
+        why: list = []
+        plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config, why)
         if plan is None and bool(self.wgmma_only):
             raise LoweringError(
                 f"T.wgmma_gemm: {R.describe(self.A)} x {R.describe(self.B)} cannot run as wgmma "
-                "here (it needs sm_90a without tl.disable_wgmma, and a shape, dtype and layout "
-                "wgmma can do: the reason is logged at debug level); T.gemm falls back to "
-                "mma.sync")
+                f"here: it needs {why[-1] if why else 'a shape, dtype and layout wgmma can do'} "
+                "(T.gemm would fall back to mma.sync)")
         m, n, k = (R.as_int(x) for x in self.mnk())
         C, A = R.buffer_of(self.C), R.buffer_of(self.A)
         if plan is not None:
@@ -442,20 +442,23 @@ def _fits(what: str, ok: bool, why: list) -> bool:
     return ok
 
 
-def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
+def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None,
+                why: list | None = None):
     """The wgmma plan of ``op`` on ``target``, or ``None`` when the gemm takes the sm80 path
     (not sm_90a, ``tl.disable_wgmma``, or a shape/dtype/layout wgmma cannot do, logged at debug
     level; also tf32 operands that are not K-major).  fp8 operands that are not K-major raise
     ``LoweringError`` (mma.sync has no fp8 either).  Layout
-    inference calls it once and records the plan in the op for the lowering."""
+    inference calls it once and records the plan in the op for the lowering.  The reason for
+    ``None`` is appended to ``why`` when given."""
     from ..layout.swizzle import GMMA_SWIZZLES
     from ..pass_config_keys import PassConfigKey
 
+    why = [] if why is None else why
     if not _is_sm90a(target) or (config or {}).get(PassConfigKey.TL_DISABLE_WGMMA.value):
+        why.append("sm_90a without tl.disable_wgmma")
         return None
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     mnk = [R.as_int(x) for x in op.mnk()]
-    why: list = []
     a_regs = R.scope_of(op.A) == "local.fragment"
     ok = (_fits(f"dtypes {A.dtype} -> {C.dtype}", (A.dtype, C.dtype) in _WGMMA_TYPES
                 and A.dtype == B.dtype, why)
@@ -472,6 +475,7 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
     m, n, k = mnk
     eb = loops.elem_bytes(A.dtype)
     if eb == 4 and (op.transpose_A or not op.transpose_B):
+        why.append("K-major operands (tf32)")
         log.debug("T.gemm keeps mma.sync on sm_90a: tf32 wgmma needs K-major operands")
         return None
     if eb != 2 and (op.transpose_A or not op.transpose_B):
@@ -512,6 +516,9 @@ def wgmma_plan(op: Gemm, target, num_threads: int, config: dict | None = None):
     a_sw = 0 if a_regs else swizzle(op.A, not op.transpose_A, 64)
     b_sw = swizzle(op.B, bool(op.transpose_B), n_inst)
     if a_sw is None or b_sw is None:
+        why.append(f"shared operand {R.describe(op.A if a_sw is None else op.B)} in whole "
+                   "32-byte panels of a multiple of 8 rows, its slice starting on an 8-row "
+                   "group and an instruction's column")
         log.debug("T.gemm keeps mma.sync on sm_90a: a shared operand's rows are not whole "
                   "32-byte panels of a multiple of 8 rows, or its slice starts off an 8-row "
                   "group or an instruction's column")

@@ -243,5 +243,5 @@ def test_wgmma_gemm_issues_without_waiting_and_has_no_fallback():
     names = [c.op.name.replace("tl.device.", "") for c in _device_calls(f.body)]
     assert "wgmma_ss" in names and names.count("wgmma_wait") == 1
     assert names.index("wgmma_commit") + 1 == names.index("wgmma_wait")
-    with pytest.raises(LoweringError, match="T.wgmma_gemm.*cannot run as wgmma"):
+    with pytest.raises(LoweringError, match="T.wgmma_gemm.*cannot run as wgmma here: it needs sm_90a"):
         lowered(_wgmma_gemm_kernel(), target="cuda -arch=sm_80")
