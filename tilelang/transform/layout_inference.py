@@ -385,9 +385,7 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
         return None
     for d in reversed(drop):
         lay = lay.reduce(d)
-    # a fragment padded to the loop's extent (a loop that runs past its end) serves the loop
-    return lay if lay.shape == [R.as_int(e) for e in lp.extents] else \
-        lay.resized([R.as_int(e) for e in lp.extents])
+    return lay
 
 
 def _fixed_in_iteration(e, lp: _Loop) -> bool:
@@ -494,15 +492,16 @@ def _propagate(col: _Collect, st: _State) -> None:
             # (each writes its own copy), so such a fragment decides the loop's layout first
             first = [a for a in lp.accesses if key(a[0]) in lp.stored and
                      st.layout(a[0]) is not None and st.layout(a[0]).replicas]
-            for buf, idx in first + lp.accesses:
-                lay = st.layout(buf)
-                if lay is None:
-                    continue
-                derived = _loop_layout_from(lay, idx, lp)
-                if derived is not None and list(derived.shape) == extents:
-                    st.loops[lk] = derived
-                    st.changed = True
-                    break
+            derived = [_loop_layout_from(st.layout(buf), idx, lp)
+                       for buf, idx in first + lp.accesses if st.layout(buf) is not None]
+            derived = [d for d in derived if d is not None]
+            # a fragment of the loop's shape first; else one whose digits cover the loop (a
+            # loop over part of a fragment, or past the end of one padded to it)
+            fits = [d for d in derived if list(d.shape) == extents] or \
+                [r for r in (d.resized(extents) for d in derived) if r is not None]
+            if fits:
+                st.loops[lk] = fits[0]
+                st.changed = True
         loop_layout = st.loops.get(lk)
         if loop_layout is None:
             continue

@@ -190,3 +190,34 @@ def test_gpu_results():
     s, x = torch.randn(32, device="cuda"), torch.randn(64, 64, device="cuda")
     k = tilelang.compile(broadcast_past_the_end(), out_idx=[2], target="cuda")
     torch.testing.assert_close(k(s, x), x.sum(dim=1)[None, :] + s[:, None], rtol=1e-4, atol=1e-4)
+
+
+def test_a_loop_prefers_a_fragment_of_its_own_shape():
+    """``a`` (64 elements) is read first, but the loop over 32 takes ``b``'s layout, the one of
+    its shape; a fragment that only covers the loop serves when no such one exists."""
+    from tilelang.layout.fragment import elementwise
+
+    def kernel(with_b):
+        @T.prim_func
+        def main(O: T.Tensor((32,), T.float32)):
+            with T.Kernel(1, threads=128):
+                a = T.alloc_fragment((64,), T.float32)
+                b = T.alloc_fragment((32,), T.float32)
+                T.annotate_layout({a: elementwise([64], 128), b: elementwise([32], 32)})
+                T.fill(a, 1.0)
+                T.fill(b, 2.0)
+                for i in T.Parallel(32):
+                    O[i] = a[i] + (b[i] if with_b else 0.0)
+
+        return main
+
+    def loop_layout(func):
+        out = []
+        tvm_ffi.structural_walk(LayoutInference()(bind(func, SM80))["main"].body, (
+            tirx.For, lambda f: out.append(codec.decode(f.annotations["tl.loop_layout"]))
+            if "tl.loop_layout" in f.annotations and f.extent.value == 32 else None))
+        return out[-1]
+
+    assert loop_layout(kernel(True)).same_as(elementwise([32], 32))
+    assert loop_layout(kernel(False)).same_as(elementwise([64], 128).resized([32]))
+    tilelang.lower(kernel(True), target="cuda -arch=sm_90a", stage="tile")
