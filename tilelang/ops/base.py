@@ -120,8 +120,17 @@ class TileOp:
         while n and self.fields[n - 1] in self.defaults and \
                 getattr(self, self.fields[n - 1]) == self.defaults[self.fields[n - 1]]:
             n -= 1
-        return tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields[:n]],
+        call = tvm.ir.Call(self.op(), [_encode(getattr(self, f)) for f in self.fields[:n]],
                            span=self.span, ret_ty="handle")
+        user = _helper_caller()
+        if user is None:
+            return call
+        # called from a plain Python helper inside a kernel body: the parser never sees this
+        # call (the helper returns None), so the op is emitted here, at the helper's line
+        from tvm.script.ir_builder import tirx as _builder
+
+        _builder.evaluate(tvm.ir.Call(call.op, call.args, span=user, ret_ty="handle"))
+        return None
 
     @classmethod
     def from_call(cls, call: tvm.ir.Call) -> "TileOp":
@@ -197,3 +206,29 @@ def _decode(a: Any):
     if isinstance(a, tirx.IntImm) and str(a.ty) == "int32":
         return int(a.value)
     return a
+
+
+_PACKAGE = __file__.rsplit("/ops/", 1)[0] + "/"  # tilelang/
+
+
+def _helper_caller():
+    """The span of the user's line when a tile op's entry point (``T.copy`` ...) is called
+    inside a kernel body by a plain Python function (not by TVMScript's parser evaluating the
+    body, a ``T.macro`` included), else ``None``: the first frame outside tilelang decides."""
+    import sys
+
+    from tvm.script.ir_builder import IRBuilder
+
+    if not IRBuilder.is_in_scope():
+        return None
+    frame = sys._getframe(2)  # who asked for the call
+    if not frame.f_code.co_filename.startswith(_PACKAGE):
+        return None  # code building the call itself (it decides where the call goes)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    name = frame.f_code.co_filename
+    if name.startswith("<") or "/tvm/script/" in name:
+        return None  # the parser's evaluator: it emits the call it gets back
+    return tvm.ir.Span(tvm.ir.SourceName(name), frame.f_lineno, frame.f_lineno, 0, 0)
