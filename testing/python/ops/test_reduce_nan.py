@@ -4,6 +4,7 @@ the line, or in ``dst`` with ``clear=False``, gives NaN).  CPU results, CUDA sou
 and sm_80, GPU-marked runs."""
 
 import math
+import shutil
 
 import pytest
 import torch
@@ -211,3 +212,41 @@ def test_gpu_nan_in_dst_propagates(kind):
                                      seed_dst=None), out_idx=[2], target="cuda")
     a = torch.arange(64, dtype=torch.float16).cuda()
     assert math.isnan(k(a, torch.tensor([math.nan], dtype=torch.float16).cuda()).float().item())
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_sixteen_bit_infinity_identity_compiles(dtype, kind):
+    """A 16-bit max/min starts from its infinity written as bits (the bfloat16 constant
+    printed as __float2bfloat16_rn(-inff), which nvcc rejects: the H200 run of 2026-12-03)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), dtype), B: T.Tensor((4,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), dtype)
+            y = T.alloc_fragment((4,), dtype)
+            T.copy(A, x)
+            getattr(T, f"reduce_{kind}")(x, y, dim=1, nan_propagate=True)
+            T.copy(y, B)
+
+    k = tilelang.compile(main, target="cuda -arch=sm_90a")
+    assert "inff" not in k.get_kernel_source()
+    k.get_ptx()
+
+
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_sixteen_bit_identity_on_the_cpu(kind):
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), "bfloat16"), B: T.Tensor((4,), "bfloat16")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((4, 64), "bfloat16")
+            y = T.alloc_fragment((4,), "bfloat16")
+            T.copy(A, x)
+            getattr(T, f"reduce_{kind}")(x, y, dim=1)
+            T.copy(y, B)
+
+    a = torch.randn(4, 64).bfloat16()
+    b = torch.zeros(4).bfloat16()
+    tilelang.compile(main, target="cpu")(a, b)
+    torch.testing.assert_close(b, a.amax(1) if kind == "max" else a.amin(1))
