@@ -6,13 +6,10 @@ sizes (ragged: the hardware zero-fills the boxes' out-of-range parts), trip coun
 edge, and the hand-written producer/consumer kernel of ``T.alloc_barrier``/``T.tma_copy``."""
 
 import os
-import subprocess
-import sys
-import tempfile
 import textwrap
 
 import pytest
-from gpus import has_sm90
+from gpus import has_sm90, run_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,16 +29,7 @@ def run(code: str, timeout: int = 240) -> None:
         from programs import matmul
         from tma_programs import producer_consumer
     """)
-    with tempfile.TemporaryDirectory() as tmp:
-        script = os.path.join(tmp, "tma_case.py")
-        with open(script, "w") as f:
-            f.write(prelude + textwrap.dedent(code))
-        try:
-            proc = subprocess.run([sys.executable, script], capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"kernel did not finish within {timeout} s (barrier hang?)")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_script(prelude, code, timeout)
 
 
 GEMM = """

@@ -5,14 +5,11 @@ errors, the CPU refusal, and GPU-marked runs (each in a subprocess under a timeo
 barrier hangs the GPU)."""
 
 import os
-import subprocess
 import sys
-import tempfile
 import textwrap
 
 import pytest
 import tvm
-from tvm import tirx
 
 import tilelang
 import tilelang.language as T
@@ -272,16 +269,10 @@ def run(code: str, timeout: int = 240) -> None:
         import torch, tilelang
         from test_cluster import rank_program, handoff_program, grid_program
     """)
-    with tempfile.TemporaryDirectory() as tmp:
-        script = os.path.join(tmp, "cluster_case.py")
-        with open(script, "w") as f:
-            f.write(prelude + textwrap.dedent(code))
-        try:
-            proc = subprocess.run([sys.executable, script], capture_output=True, text=True,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"kernel did not finish within {timeout} s (barrier hang?)")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sys.path.insert(0, os.path.dirname(here))
+    from gpus import run_script
+
+    run_script(prelude, code, timeout)
 
 
 def _sm90() -> bool:
