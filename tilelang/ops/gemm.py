@@ -59,6 +59,12 @@ class Gemm(TileOp):
 
         why: list = []
         plan = wgmma_plan(self, ctx.target, ctx.num_threads, ctx.config, why)
+        shared = [R.buffer_of(x) for x in (self.A, self.B) if R.scope_of(x) in SHARED]
+        taken = [b.name for b in shared
+                 if b.__chandle__() in getattr(ctx, "mma_sync_tiles", ())]
+        if plan is not None and taken:  # the kernel's gemms share tiles with mma.sync ones
+            why.append(f"its shared operand {taken[0]} not also read by an mma.sync gemm")
+            plan = None
         if plan is None and bool(self.wgmma_only):
             raise LoweringError(
                 f"T.wgmma_gemm: {R.describe(self.A)} x {R.describe(self.B)} cannot run as wgmma "

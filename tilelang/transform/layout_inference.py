@@ -276,10 +276,29 @@ class _Collect:
                 self.op_stmts.append(s)
 
 
+def _mma_sync_tiles(ops, st: _State) -> set:
+    """The shared tiles read by gemms that run as mma.sync.  A shared tile has one layout:
+    the sm80 swizzle of mma.sync or a GMMA swizzle, so when a gemm wgmma could run shares an
+    operand tile with one it cannot, every gemm of the kernel runs as mma.sync."""
+    from ..ops.gemm import Gemm, wgmma_plan
+
+    gemms = [op for op in ops if isinstance(op, Gemm)]
+    operands = [{key(R.buffer_of(x)) for x in (g.A, g.B) if R.scope_of(x) in SHARED}
+                for g in gemms]
+    plans = [wgmma_plan(g, st.target, st.num_threads, st.config) for g in gemms]
+    tiles = set().union(*(own for own, p in zip(operands, plans) if p is None))
+    if any(p is not None and own & tiles for own, p in zip(operands, plans)):
+        # a wgmma gemm shares a tile with an mma.sync one: the kernel's gemms all take
+        # mma.sync, whose fragments (accumulators feeding register operands) then agree too
+        tiles = set().union(*operands)
+    return tiles
+
+
 def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     col = _Collect()
     col.run(body)
     st = _State(target, num_threads, pass_config.current())
+    st.mma_sync_tiles = _mma_sync_tiles(col.ops, st)
     # 1. fixed demands, stated by the ops; an op may record what it decided (a gemm's plan)
     for op, stmt in zip(col.ops, col.op_stmts):
         with at_source(op.span):  # errors name the op's line
