@@ -1,0 +1,1 @@
+"""Hardware descriptions (the public ``tilelang.carver`` names)."""
