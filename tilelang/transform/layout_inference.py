@@ -602,6 +602,46 @@ def _per_thread(op) -> bool:
     return True
 
 
+class _BoundParallelExtents(StmtMutator):
+    """A ``T.Parallel`` loop whose extent is symbolic but bounded by a constant
+    (``T.Parallel(T.min(valid_len, 512))``) runs over the bound, its body guarded by
+    ``i < extent`` at the innermost level of the nest, so that its iterations can be laid out
+    over threads when the kernel is compiled."""
+
+    LIMIT = 1 << 16
+
+    def visit_For(self, s):
+        if s.kind != tirx.ForKind.PARALLEL:
+            return self.generic(s)
+        levels, body = [], s
+        while isinstance(body, tirx.For) and body.kind == tirx.ForKind.PARALLEL:
+            levels.append(body)
+            body = body.body
+        ana, exts, guards = Analyzer(), [], []
+        for lp in levels:
+            e = lp.extent
+            bound = None if isinstance(e, tirx.IntImm) else ana.const_int_bound(e).max_value
+            if bound is not None and 0 < bound <= self.LIMIT and is_zero_min(lp):
+                exts.append(tirx.IntImm(e.dtype, int(bound)))
+                guards.append(tirx.LT(lp.loop_var, e))
+            else:
+                exts.append(e)
+        body = self(body)
+        if guards:
+            cond = guards[0]
+            for g in guards[1:]:
+                cond = tirx.And(cond, g)
+            body = tirx.IfThenElse(cond, body, None, span=s.span)
+        for lp, e in reversed(list(zip(levels, exts))):
+            body = tirx.For(lp.loop_var, lp.min, e, lp.kind, body, lp.thread_binding,
+                            lp.annotations, lp.step, span=lp.span)
+        return body
+
+
+def is_zero_min(loop: tirx.For) -> bool:
+    return isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0
+
+
 @function_pass("tl.LayoutInference")
 def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
@@ -609,6 +649,7 @@ def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     target = target_of(func)
 
     def one(kernel):  # each T.Kernel has its own threads and fragments
+        kernel = _BoundParallelExtents()(kernel)
         col = _Collect()
         col.run(kernel)
         _check_thread_dims(kernel, col)
