@@ -258,37 +258,7 @@ TL_DEVICE auto ordered(int order, F issue) {
 
 // the public helpers -------------------------------------------------------------------------
 // `value` is converted to the element type first (the generated code already passes it so).
-template <typename T, typename V>
-TL_DEVICE T AtomicAddRet(T* addr, V value, int order = tl::kRelaxed) {
-  T v = static_cast<T>(value);
-  return tl::ordered(order, [=] { return tl::raw_add(addr, v); });
-}
-template <typename T, typename V>
-TL_DEVICE void AtomicAdd(T* addr, V value, int order = tl::kRelaxed) {
-  (void)AtomicAddRet(addr, value, order);
-}
-
-template <typename T, typename V>
-TL_DEVICE T AtomicMaxRet(T* addr, V value, int order = tl::kRelaxed) {
-  T v = static_cast<T>(value);
-  return tl::ordered(order, [=] { return tl::raw_max(addr, v); });
-}
-template <typename T, typename V>
-TL_DEVICE void AtomicMax(T* addr, V value, int order = tl::kRelaxed) {
-  (void)AtomicMaxRet(addr, value, order);
-}
-
-template <typename T, typename V>
-TL_DEVICE T AtomicMinRet(T* addr, V value, int order = tl::kRelaxed) {
-  T v = static_cast<T>(value);
-  return tl::ordered(order, [=] { return tl::raw_min(addr, v); });
-}
-template <typename T, typename V>
-TL_DEVICE void AtomicMin(T* addr, V value, int order = tl::kRelaxed) {
-  (void)AtomicMinRet(addr, value, order);
-}
-
-#define TL_ATOMIC_BITWISE_PUBLIC(NAME, RAW)                                                  \
+#define TL_ATOMIC_PUBLIC(NAME, RAW)                                                         \
   template <typename T, typename V>                                                         \
   TL_DEVICE T NAME##Ret(T* addr, V value, int order = tl::kRelaxed) {                       \
     T v = static_cast<T>(value);                                                            \
@@ -298,10 +268,13 @@ TL_DEVICE void AtomicMin(T* addr, V value, int order = tl::kRelaxed) {
   TL_DEVICE void NAME(T* addr, V value, int order = tl::kRelaxed) {                         \
     (void)NAME##Ret(addr, value, order);                                                    \
   }
-TL_ATOMIC_BITWISE_PUBLIC(AtomicOr, raw_or)
-TL_ATOMIC_BITWISE_PUBLIC(AtomicAnd, raw_and)
-TL_ATOMIC_BITWISE_PUBLIC(AtomicXor, raw_xor)
-#undef TL_ATOMIC_BITWISE_PUBLIC
+TL_ATOMIC_PUBLIC(AtomicAdd, raw_add)
+TL_ATOMIC_PUBLIC(AtomicMax, raw_max)
+TL_ATOMIC_PUBLIC(AtomicMin, raw_min)
+TL_ATOMIC_PUBLIC(AtomicOr, raw_or)
+TL_ATOMIC_PUBLIC(AtomicAnd, raw_and)
+TL_ATOMIC_PUBLIC(AtomicXor, raw_xor)
+#undef TL_ATOMIC_PUBLIC
 
 // A volatile access is a strong (relaxed, system-scope) one in the PTX memory model.
 template <typename T>
