@@ -14,10 +14,6 @@ from tvm import tirx
 from ..utils.dtype import _TORCH as _TORCH_OF_NAME
 from ..utils.dtype import canonical_dtype, dtype
 
-
-def _tvm_torch(name: str):
-    return _TORCH_OF_NAME.get(name)
-
 # Every element type TVMScript names (``float16``, ``float16x4``, ``f16`` ...), as dtype objects.
 _NAMES = {
     name: dtype(obj._dtype_str)
@@ -37,13 +33,10 @@ _NAMES.update(
 )
 globals().update(_NAMES)
 
-# The public TileLang's table from torch dtypes to dtype names (its examples import it).
-_TORCH_DTYPE_TO_STR = {}
-for _name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-              "float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
-              "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"):
-    if (_torch := _tvm_torch(_name)) is not None:
-        _TORCH_DTYPE_TO_STR[_torch] = _name
+# The public TileLang's table from torch dtypes to dtype names (its examples import it): each
+# torch dtype under its canonical name (aliases such as float8_e4m3 and handle left out).
+_TORCH_DTYPE_TO_STR = {t: n for n, t in _TORCH_OF_NAME.items()
+                       if t is not None and n not in ("float8_e4m3", "handle")}
 
 
 def reinterpret(value: Any, dtype: Any, span: Any = None) -> Any:
