@@ -17,8 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
 
+import sys
+
 import tvm
 from tvm import tirx
+from tvm.script.ir_builder import IRBuilder
+from tvm.script.ir_builder import tirx as _builder
 from tvm.sym import Analyzer
 from tvm.target import Target
 
@@ -127,8 +131,6 @@ class TileOp:
             return call
         # called from a plain Python helper inside a kernel body: the parser never sees this
         # call (the helper returns None), so the op is emitted here, at the helper's line
-        from tvm.script.ir_builder import tirx as _builder
-
         _builder.evaluate(tvm.ir.Call(call.op, call.args, span=user, ret_ty="handle"))
         return None
 
@@ -215,10 +217,6 @@ def _helper_caller():
     """The span of the user's line when a tile op's entry point (``T.copy`` ...) is called
     inside a kernel body by a plain Python function (not by TVMScript's parser evaluating the
     body, a ``T.macro`` included), else ``None``: the first frame outside tilelang decides."""
-    import sys
-
-    from tvm.script.ir_builder import IRBuilder
-
     if not IRBuilder.is_in_scope():
         return None
     frame = sys._getframe(2)  # who asked for the call

@@ -621,7 +621,7 @@ class _BoundParallelExtents(StmtMutator):
         for lp in levels:
             e = lp.extent
             bound = None if isinstance(e, tirx.IntImm) else ana.const_int_bound(e).max_value
-            if bound is not None and 0 < bound <= self.LIMIT and is_zero_min(lp):
+            if bound is not None and 0 < bound <= self.LIMIT and _starts_at_zero(lp):
                 exts.append(tirx.IntImm(e.dtype, int(bound)))
                 guards.append(tirx.LT(lp.loop_var, e))
             else:
@@ -638,7 +638,7 @@ class _BoundParallelExtents(StmtMutator):
         return body
 
 
-def is_zero_min(loop: tirx.For) -> bool:
+def _starts_at_zero(loop: tirx.For) -> bool:
     return isinstance(loop.min, tirx.IntImm) and int(loop.min) == 0
 
 
