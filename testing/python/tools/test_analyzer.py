@@ -6,24 +6,11 @@ import tilelang.language as T
 from tilelang.carver.arch import CUDA
 from tilelang.errors import TileLangError
 from tilelang.tools import Analyzer
+from programs import matmul
 
 
-def _gemm(M, N, K, bm=64, bn=64, bk=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"),
-             C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bn, bk), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[bx * bn, k * bk], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=True)
-            T.copy(C_f, C[by * bm, bx * bn])
-
-    return main
+def _gemm(M, N, K):
+    return matmul(M, N, K, 64, 64, 32, tB=True, num_stages=2)
 
 
 def test_flops_and_bytes_of_a_tiled_gemm():
