@@ -18,6 +18,11 @@ class Profiler:
         self.supply = supply
 
     @property
+    def func(self) -> Callable:
+        """The kernel as a callable (``profiler.func(*tensors)``), as in the public TileLang."""
+        return self.kernel
+
+    @property
     def device(self) -> torch.device:
         from ..engine.target import is_cpu
 

@@ -3,8 +3,10 @@
 On the GPU a call is timed with CUDA events, and the L2 cache is flushed before every timed call
 by zeroing a buffer larger than it (256 MB), so that each call reads its inputs from memory as
 it would in a model; ``backend="cudagraph"`` instead captures many calls in one CUDA graph and
-times its replays (no per-call launch cost, and no flush: L2 stays warm between calls).  Where
-no GPU is visible ``do_bench`` times with ``time.perf_counter``.
+times its replays (no per-call launch cost, and no flush: L2 stays warm between calls);
+``backend="cupti"`` sums the durations of the GPU kernels that each call launches, as CUPTI
+(through ``torch.profiler``) records them: launch cost and idle gaps are left out, and so is the
+flush.  Where no GPU is visible ``do_bench`` times with ``time.perf_counter``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than the L2 cache of any current GPU (H200: 50 MB)
-BACKENDS = ("event", "cudagraph")
+BACKENDS = ("event", "cudagraph", "cupti")
+FLUSH_RANGE = "tilelang.do_bench.flush"  # the profiler range around each L2 flush (cupti)
 RETURN_MODES = ("mean", "median", "min", "max")
 
 
@@ -25,8 +28,10 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, _n_war
              return_mode: str = "mean") -> float | list[float]:
     """Milliseconds per call of ``fn``: warmed up for about ``warmup`` ms, then timed over
     about ``rep`` ms of calls (``_n_warmup`` / ``_n_repeat``, when positive, set the counts
-    instead).  Returns the ``return_mode`` of the per-call times, or their ``quantiles``.
-    ``fast_flush`` flushes L2 with one memset of an int32 buffer (else a byte buffer)."""
+    instead).  Returns the ``return_mode`` of the per-call times, or their ``quantiles``;
+    ``backend="cupti"`` returns the mean kernel time per call (``quantiles`` and
+    ``return_mode`` do not apply).  ``fast_flush`` flushes L2 with one memset of an int32
+    buffer (else a byte buffer)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if return_mode not in RETURN_MODES:
@@ -35,6 +40,8 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, _n_war
         return _bench_cpu(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, return_mode)
     if backend == "cudagraph":
         return _bench_cudagraph(fn, rep, _n_repeat, quantiles, return_mode)
+    if backend == "cupti":
+        return _bench_cupti(fn, warmup, rep, _n_warmup, _n_repeat, fast_flush)
     return _bench_event(fn, warmup, rep, _n_warmup, _n_repeat, quantiles, fast_flush,
                         return_mode)
 
@@ -84,7 +91,9 @@ def _bench_cpu(fn, warmup, rep, n_warmup, n_repeat, quantiles, return_mode):
     return summarize(times, quantiles, return_mode)
 
 
-def _bench_event(fn, warmup, rep, n_warmup, n_repeat, quantiles, fast_flush, return_mode):
+def _calibrated(fn, warmup, rep, n_warmup, n_repeat, fast_flush):
+    """The L2 flush buffer and the warm-up and timed call counts, from five flushed calls;
+    the warm-up calls have run when this returns."""
     fn()
     torch.cuda.synchronize()
     flush = torch.empty(FLUSH_BYTES // (4 if fast_flush else 1),
@@ -97,10 +106,15 @@ def _bench_event(fn, warmup, rep, n_warmup, n_repeat, quantiles, fast_flush, ret
     end.record()
     torch.cuda.synchronize()
     n_warm, n_rep = counts(start.elapsed_time(end) / 5, warmup, rep, n_warmup, n_repeat)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     for _ in range(n_warm):
         fn()
+    return flush, n_rep
+
+
+def _bench_event(fn, warmup, rep, n_warmup, n_repeat, quantiles, fast_flush, return_mode):
+    flush, n_rep = _calibrated(fn, warmup, rep, n_warmup, n_repeat, fast_flush)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_rep)]
     for i in range(n_rep):
         flush.zero_()  # the flush runs before the start event: it is not timed
         starts[i].record()
@@ -108,6 +122,54 @@ def _bench_event(fn, warmup, rep, n_warmup, n_repeat, quantiles, fast_flush, ret
         ends[i].record()
     torch.cuda.synchronize()
     return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], quantiles, return_mode)
+
+
+CUPTI_MAX_CALLS = 1000  # profiled calls at most: each leaves a few events to post-process
+
+
+def _bench_cupti(fn, warmup, rep, n_warmup, n_repeat, fast_flush):
+    """Mean GPU time per call: the durations of all device activities (kernels, copies) that
+    the profiler records over the timed calls, less those of the flushes, over the calls.  The
+    flushes are recognised by the profiler range around them, not by kernel names (``fn`` may
+    launch the same fill kernel)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    flush, n_rep = _calibrated(fn, warmup, rep, n_warmup, n_repeat, fast_flush)
+    n_rep = min(n_rep, CUPTI_MAX_CALLS)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(n_rep):
+            with record_function(FLUSH_RANGE):
+                flush.zero_()
+            fn()
+        torch.cuda.synchronize()
+    device_us, flush_us = device_time_us(prof.events(), FLUSH_RANGE)
+    if device_us - flush_us <= 0:
+        raise RuntimeError("do_bench(backend='cupti'): the profiler recorded no GPU activity of "
+                           "the timed function (does it run on the GPU? is CUPTI usable here?); "
+                           "use backend='event'")
+    return (device_us - flush_us) / 1e3 / n_rep
+
+
+def device_time_us(events, excluded_range: str) -> tuple[float, float]:
+    """Total duration of the device activities among the profiler's ``events``, and the part
+    launched from inside a CPU range named ``excluded_range`` (microseconds)."""
+    from torch.autograd import DeviceType
+
+    total = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU)
+    excluded = 0.0
+    for e in events:
+        if e.device_type == DeviceType.CPU and e.kernels and _inside(e, excluded_range):
+            excluded += sum(k.duration for k in e.kernels)
+    return total, excluded
+
+
+def _inside(event, range_name: str) -> bool:
+    while event is not None:
+        if event.name == range_name:
+            return True
+        event = event.cpu_parent
+    return False
 
 
 def _bench_cudagraph(fn, rep, n_repeat, quantiles, return_mode, replays: int = 10):

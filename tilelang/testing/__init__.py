@@ -14,6 +14,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 import torch
+import tvm.testing  # noqa: F401  (scripts that import tilelang.testing use tvm.testing.*)
 
 from ..utils.tensor import compare
 

@@ -27,6 +27,11 @@ def test_assert_allclose_passes_for_right_reference(profiler):
     profiler.assert_allclose(lambda x: x * 2)
 
 
+def test_func_is_the_kernel_as_a_callable(profiler):
+    x = torch.arange(64, dtype=torch.float32)
+    torch.testing.assert_close(profiler.func(x), x * 2)
+
+
 def test_assert_allclose_fails_for_wrong_reference(profiler):
     with pytest.raises(AssertionError, match="differ beyond"):
         profiler.assert_allclose(lambda x: x * 3)
@@ -97,10 +102,10 @@ def test_do_bench_refuses_unknown_backend_and_mode():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["event", "cudagraph"])
+@pytest.mark.parametrize("backend", ["event", "cudagraph", "cupti"])
 def test_do_bench_cuda_backends_time_a_kernel(backend):
-    """Both backends time a CUDA kernel, agree with each other within a factor (the graph has
-    no launch cost and a warm L2), and the graph replays really run the kernel."""
+    """Both backends time a CUDA kernel (positive, finite) and the timed calls really run it.
+    Their ratio is not checked: it is a speed, and other tests share the GPU."""
     from tilelang.profiler import do_bench
 
     if not torch.cuda.is_available():
@@ -122,5 +127,39 @@ def test_do_bench_cuda_backends_time_a_kernel(backend):
 
     ms = do_bench(into_y, backend=backend, rep=20)
     torch.testing.assert_close(y, x * 2)
-    ref = do_bench(into_y, backend="event", rep=20)
-    assert 0 < ms < 100 and 0.1 < ms / ref < 10
+    assert 0 < ms < 100
+
+
+def test_device_time_leaves_out_the_activities_launched_in_the_excluded_range():
+    """cupti timing: every device activity counts except those launched from inside the flush
+    range, recognised through the CPU parent chain, not through kernel names."""
+    from types import SimpleNamespace as NS
+    from torch.autograd import DeviceType
+    from tilelang.profiler.timing import device_time_us
+
+    def dev(us):
+        return NS(name="vectorized_elementwise_kernel", device_type=DeviceType.CUDA, kernels=[],
+                  cpu_parent=None, time_range=NS(elapsed_us=lambda: us))
+
+    flush_range = NS(name="flush", device_type=DeviceType.CPU, kernels=[], cpu_parent=None)
+    fill_in_flush = NS(name="aten::fill_", device_type=DeviceType.CPU, cpu_parent=flush_range,
+                       kernels=[NS(duration=50.0)])
+    fill_in_fn = NS(name="aten::fill_", device_type=DeviceType.CPU, cpu_parent=None,
+                    kernels=[NS(duration=3.0)])
+    events = [flush_range, fill_in_flush, fill_in_fn, dev(50.0), dev(3.0)]
+    assert device_time_us(events, "flush") == (53.0, 50.0)
+
+
+@pytest.mark.gpu
+def test_cupti_backend_times_kernels_without_the_flush():
+    """A tiny kernel times far below the 256 MB flush, which is excluded although ``fn``
+    itself may launch the same fill kernel (timed here as a function of its own)."""
+    from tilelang.profiler import do_bench
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    small = torch.zeros(256, device="cuda")
+    big = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device="cuda")
+    tiny_ms = do_bench(lambda: small.add_(1), backend="cupti", rep=10)
+    fill_ms = do_bench(lambda: big.zero_(), backend="cupti", rep=10)
+    assert 0 < tiny_ms < fill_ms / 4, (tiny_ms, fill_ms)
