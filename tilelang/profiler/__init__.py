@@ -70,11 +70,14 @@ class Profiler:
     def do_bench(self, func: Callable | None = None, warmup: float = 25, rep: float = 100,
                  n_warmup: int = 1, n_repeat: int = 1, backend: str = "event",
                  quantiles: list | None = None, input_tensors: list | None = None,
-                 return_mode: str = "mean") -> float | list:
+                 return_mode: str = "mean",
+                 dynamic_symbolic_constraints: dict | None = None) -> float | list:
         """Milliseconds per call of ``func`` (default: the kernel) on generated inputs (or
         ``input_tensors``), timed by :func:`do_bench` with ``backend`` on the GPU and with
-        ``perf_counter`` on the CPU; ``quantiles`` returns those quantiles instead."""
-        ins = input_tensors if input_tensors is not None else self._inputs()
+        ``perf_counter`` on the CPU; ``quantiles`` returns those quantiles instead.  Generated
+        inputs take their symbolic sizes from ``dynamic_symbolic_constraints`` (name -> int)."""
+        ins = (input_tensors if input_tensors is not None
+               else self._inputs(dynamic_symbolic_constraints))
         fn = func or self.kernel
         call = lambda: fn(*ins)  # noqa: E731
         if self.device.type == "cuda":

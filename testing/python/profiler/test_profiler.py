@@ -163,3 +163,20 @@ def test_cupti_backend_times_kernels_without_the_flush():
     tiny_ms = do_bench(lambda: small.add_(1), backend="cupti", rep=10)
     fill_ms = do_bench(lambda: big.zero_(), backend="cupti", rep=10)
     assert 0 < tiny_ms < fill_ms / 4, (tiny_ms, fill_ms)
+
+
+def test_do_bench_takes_symbolic_sizes_from_dynamic_symbolic_constraints():
+    """Generated inputs of a kernel with a symbolic size need its value; a missing one is a
+    ValueError naming the size."""
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def twice(X: T.Tensor((m,), "float32"), Y: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(m):
+                Y[i] = X[i] * 2
+
+    prof = tilelang.compile(twice, out_idx=[1], target="cpu").get_profiler()
+    assert prof.do_bench(warmup=1, rep=2, dynamic_symbolic_constraints={"m": 16}) > 0
+    with pytest.raises(ValueError, match="'m'"):
+        prof.do_bench(warmup=1, rep=2, dynamic_symbolic_constraints={"n": 16})
