@@ -80,26 +80,56 @@ def view(src: Any, shape: Any = None, dtype: Any = None, op: str = "T.view") -> 
 TILE_SCOPES = ("shared", "shared.dyn", "local.fragment")
 
 
-def views_of_tiles(func: tirx.PrimFunc) -> list[tuple[Any, Any]]:
+def viewed_buffer(decl: tirx.DeclBuffer) -> Any:
+    """The buffer a ``DeclBuffer`` is a ``T.view`` / ``T.reshape`` of, or ``None``."""
+    data = decl.data
+    if isinstance(data, tvm.ir.Call) and len(data.args) == 1 and hasattr(data.args[0], "scope"):
+        return data.args[0]
+    return None
+
+
+def views_of_tiles(func_or_body: Any) -> list[tuple[Any, Any]]:
     """(view, tile) for each ``T.view`` / ``T.reshape`` of a shared tile or a fragment in
-    ``func``."""
+    ``func_or_body``, in program order."""
+    import tvm_ffi
+
     found: list = []
 
     def on_decl(s):
-        data = s.data
-        base = data.args[0] if isinstance(data, tvm.ir.Call) and len(data.args) == 1 else None
-        if base is not None and hasattr(base, "scope") and base.scope() in TILE_SCOPES:
+        base = viewed_buffer(s)
+        if base is not None and base.scope() in TILE_SCOPES:
             found.append((s.buffer, base))
 
-    import tvm_ffi
-
-    tvm_ffi.structural_walk(func.body, (tirx.DeclBuffer, on_decl))
+    body = func_or_body.body if isinstance(func_or_body, tirx.PrimFunc) else func_or_body
+    tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
     return found
 
 
+def reshaped_layout(layout: Any, src: Any, dst: Any, why: str = "") -> Any:
+    """The ``Fragment`` of ``dst`` that keeps every element of ``src`` (laid out by
+    ``layout``) in its thread and register, where one of the two is a ``T.view`` /
+    ``T.reshape`` of the other (the same elements in row-major order).  ``LoweringError``
+    when the layout's digits cannot be regrouped into ``dst``'s dims."""
+    from ..errors import LoweringError
+
+    out = layout.reshaped([int(s) for s in dst.shape])
+    if out is None:
+        raise LoweringError(
+            f"{dst.name} {tuple(int(s) for s in dst.shape)} and {src.name} "
+            f"{tuple(int(s) for s in src.shape)} are views of the same fragment, but the "
+            f"layout of {src.name} ({layout}{', from ' + why if why else ''}) spreads its "
+            f"elements so that the dims of {dst.name} would not keep each element in its "
+            "thread and register (a view's dims must fall on the layout's digits: a padded "
+            "or unevenly split dim cannot be regrouped); reshape along dims laid out evenly, "
+            "or copy the data into a fragment of the other shape")
+    return out
+
+
 def _check_tile_views(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """Refuse, on CUDA, views of shared tiles and fragments: the CUDA passes place and lay
-    out each tile by itself, so a second buffer over its memory would not follow it."""
+    """On CUDA, a view of a fragment shares the fragment's registers, so it must keep the
+    element size (a view that changes it is refused); views of shared tiles are refused
+    (the CUDA passes place and lay out each shared tile by itself, so a second buffer over
+    its memory would not follow it)."""
     from ..engine.target import is_cpu
     from ..errors import LoweringError
     from ..transform.passes import target_of
@@ -107,9 +137,17 @@ def _check_tile_views(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
     for v, tile in views_of_tiles(func):
+        if tile.scope() == "local.fragment":
+            old, new = tvm.DataType(tile.dtype), tvm.DataType(v.dtype)
+            if old.bits * old.lanes == new.bits * new.lanes:
+                continue
+            raise LoweringError(
+                f"{v.name} is a T.view of the fragment {tile.name} as {v.dtype} (from "
+                f"{tile.dtype}); on CUDA a fragment's view shares its registers one element "
+                "each, so it must keep the element size (view a shared or local copy instead)")
         raise LoweringError(f"{v.name} is a T.view/T.reshape of the {tile.scope()} tile "
-                            f"{tile.name}; on CUDA only views of tensors and per-thread "
-                            f"(T.alloc_local) buffers are supported so far")
+                            f"{tile.name}; on CUDA only views of tensors, fragments and "
+                            "per-thread (T.alloc_local) buffers are supported so far")
     return func
 
 

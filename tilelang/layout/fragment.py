@@ -256,13 +256,82 @@ class Fragment(Layout):
             return None
         return Fragment.from_factors(shape, self.dims, self.replicas, name=self.name)
 
+    def reshaped(self, shape: Sequence[int]) -> "Fragment | None":
+        """The layout of the same elements seen with another ``shape`` in row-major order
+        (``T.reshape``): every element keeps its thread and register.  The new dims regroup
+        the digits of the row-major flat index (a digit is split where a new dim ends inside
+        it).  ``None`` when some new extent does not fall on digits an even split can make,
+        or when a dim other than the outermost non-unit one is padded (the digits then are
+        not those of the flat index)."""
+        shape = [int(s) for s in shape]
+        if int(np.prod(shape)) != int(np.prod(self.shape)):
+            return None
+        outer = next((d for d, n in enumerate(self.shape) if n > 1), 0)
+        padded = self.padded_shape
+        if any(padded[d] != (1 if d < outer else self.shape[d])
+               for d in range(len(self.shape)) if d != outer):
+            return None
+        digits = [x for fs in self.dims for x in fs if x.extent > 1]  # most significant first
+        dims: list[list[Factor]] = [[] for _ in shape]
+        for d in reversed(range(len(shape))):
+            if d == 0:  # the outermost new dim takes what is left (padding included)
+                dims[0] = [Factor(0, x.extent, x.kind, x.stride) for x in digits]
+                break
+            need = shape[d]
+            while need > 1:
+                if not digits:
+                    return None
+                x = digits.pop()
+                if need % x.extent == 0:
+                    dims[d].insert(0, Factor(d, x.extent, x.kind, x.stride))
+                    need //= x.extent
+                elif x.extent % need == 0:
+                    dims[d].insert(0, Factor(d, need, x.kind, x.stride))
+                    digits.append(Factor(x.dim, x.extent // need, x.kind, x.stride * need))
+                    need = 1
+                else:
+                    return None
+        out = Fragment.from_factors(shape, [fs or [Factor(d, 1, REG, 1)]
+                                            for d, fs in enumerate(dims)],
+                                    self.replicas, name=f"reshape({self.name})")
+        return out.normalized()
+
+    def permuted(self, order: Sequence[int]) -> "Fragment":
+        """The layout of the transposed tile whose dim ``k`` is dim ``order[k]`` of this one:
+        every element keeps its thread and register."""
+        dims = [[Factor(k, x.extent, x.kind, x.stride) for x in self.dims[d]]
+                for k, d in enumerate(order)]
+        return Fragment.from_factors([self.shape[d] for d in order], dims, self.replicas,
+                                     name=f"permute({self.name})")
+
+    def normalized(self) -> "Fragment":
+        """The same layout with unit digits dropped and adjacent digits of one dim merged
+        where they form a single digit (same kind, the outer stride continuing the inner)."""
+        dims = []
+        for d, fs in enumerate(self.dims):
+            out: list[Factor] = []
+            for x in fs:
+                if x.extent == 1:
+                    continue
+                if out and out[-1].kind == x.kind and out[-1].stride == x.stride * x.extent:
+                    hi = out.pop()
+                    x = Factor(d, hi.extent * x.extent, x.kind, x.stride)
+                out.append(x)
+            dims.append(out or [Factor(d, 1, REG, 1)])
+        reps = [x for x in self.replicas if x.extent > 1]
+        return Fragment.from_factors(self.shape, dims, reps, name=self.name)
+
     def reduced_thread_factors(self, dim: int) -> list[Factor]:
         return [x for x in self.dims[dim] if x.kind == THREAD]
 
     def same_as(self, other: "Fragment") -> bool:
-        return (isinstance(other, Fragment) and other.dims is not None and self.dims is not None
-                and self.shape == other.shape and self.dims == other.dims
-                and sorted(map(repr, self.replicas)) == sorted(map(repr, other.replicas)))
+        """Whether both put every element in the same thread and register (compared on
+        their normalized digits)."""
+        if not (isinstance(other, Fragment) and other.dims is not None and
+                self.dims is not None and self.shape == other.shape):
+            return False
+        a, b = self.normalized(), other.normalized()
+        return a.dims == b.dims and sorted(map(repr, a.replicas)) == sorted(map(repr, b.replicas))
 
     # numeric views (tests, checks, pictures) ---------------------------------------------
     def thread_table(self) -> np.ndarray:
@@ -338,16 +407,17 @@ def _split(total: int, want: int) -> int:
 
 
 def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str = "",
-                spans: Sequence[int | None] | None = None) -> Fragment:
+                spans: Sequence[int | None] | None = None, pad: bool = True) -> Fragment:
     """Threads laid along the last dimension (``vec`` consecutive elements each), then along
     the others; what is left over becomes registers, spare threads become replicas.  Extents
     are padded to powers of two (the lowering guards the padding).  ``spans[d]`` (a power of
     two, ``None``: no limit) keeps dim ``d``'s thread digits inside its innermost ``spans[d]``
     indices, so that every aligned window of that many indices lies in the same threads (1:
-    the dim is held in registers only)."""
+    the dim is held in registers only).  ``pad=False`` pads nothing: a dim's threads are
+    the largest power of two that divides it, the rest of it registers."""
     shape = [int(s) for s in shape]
     nd = len(shape)
-    rem = [_pow2_ceil(max(1, s)) for s in shape]
+    rem = [_pow2_ceil(max(1, s)) if pad else max(1, s) for s in shape]
     v = _split(rem[-1], vec)
     rem[-1] //= v
     room = list(rem)  # how many threads each dim may take

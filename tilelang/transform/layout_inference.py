@@ -29,6 +29,7 @@ from ..errors import LoweringError, source_location
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
+from ..language.view import reshaped_layout, viewed_buffer
 from ..ir_utils import StmtMutator, map_kernels, peel_parallel, uses_var
 from ..ops import decode
 from ..ops import region as R
@@ -86,10 +87,19 @@ class _State:
         self.gmma: dict = {}  # wgmma operand key -> (encoded GMMA layout, buffer)
         self.shared_layouts: dict = {}  # shared buffer key -> encoded Layout (resolved)
         self.recorded: dict = {}  # op's Evaluate key -> the op with its decisions recorded
+        self.views: dict = {}  # key of a T.view/T.reshape of a fragment -> (view, viewed)
         self.changed = False
 
     def demand(self, buf, layout: Fragment, why: str):
         k = key(buf)
+        if k in self.views:  # a view has its fragment's registers: the demand is on those
+            view, base = self.views[k]
+            if list(layout.shape) != [int(s) for s in view.shape]:
+                raise LoweringError(f"layout of shape {layout.shape} from {why} does not fit "
+                                    f"the view {view.name} of shape {R.fmt_shape(view.shape)}")
+            self.demand(base, reshaped_layout(layout, view, base, why),
+                        f"{why} (through the view {view.name})")
+            return
         old = self.layouts.get(k)
         if old is not None:
             if not old.same_as(layout):
@@ -106,7 +116,16 @@ class _State:
         self.changed = True
 
     def layout(self, buf):
-        return self.layouts.get(key(buf))
+        k = key(buf)
+        if k in self.views:
+            view, base = self.views[k]
+            lay = self.layout(base)
+            return None if lay is None else reshaped_layout(lay, base, view, self.why(base))
+        return self.layouts.get(k)
+
+    def why(self, buf) -> str:
+        """The demand that fixed ``buf``'s layout (``""`` when none or a view's)."""
+        return self.origin.get(key(buf), "")
 
     def annotate_shared(self, buf, layout: str) -> None:
         self.user_shared[key(buf)] = layout
@@ -206,6 +225,7 @@ class _Collect:
         self.fragments: list = []
         self.shared: list = []
         self.scalar_reads: dict = {}  # key -> (fragment, indices) read in scalar code
+        self.views: list = []  # (view, viewed fragment) of each T.view/T.reshape of one
 
     def run(self, body):
         self._visit(body)
@@ -258,6 +278,10 @@ class _Collect:
             else:
                 tvm_ffi.structural_walk(s.value, (tvm.ir.TensorLoad, lambda x: self._scalar(
                     *x.indices)))
+        elif isinstance(s, tirx.DeclBuffer):
+            base = viewed_buffer(s)
+            if base is not None and is_fragment(base):
+                self.views.append((s.buffer, base))
         elif isinstance(s, tirx.AllocBuffer):
             if is_fragment(s.buffer):
                 if not all(isinstance(x, tirx.IntImm) for x in s.buffer.shape):
@@ -298,6 +322,7 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     col = _Collect()
     col.run(body)
     st = _State(target, num_threads, pass_config.current())
+    st.views = {key(v): (v, base) for v, base in col.views}
     st.mma_sync_tiles = _mma_sync_tiles(col.ops, st)
     # 1. fixed demands, stated by the ops; an op may record what it decided (a gemm's plan)
     for op, stmt in zip(col.ops, col.op_stmts):
@@ -324,8 +349,13 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
         # the largest free fragment first: reductions and projections derive the smaller ones
         b = max(free, key=lambda x: (_size(x), -pending.index(x)))
         vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
-        st.demand(b, elementwise([int(s) for s in b.shape], num_threads, vec=vec,
-                                 spans=_thread_spans(b, col)), "default")
+        shape, spans = [int(s) for s in b.shape], _thread_spans(b, col)
+        lay = elementwise(shape, num_threads, vec=vec, spans=spans)
+        views = [v for v, base in col.views if key(base) == key(b)]
+        if any(lay.reshaped([int(s) for s in v.shape]) is None for v in views):
+            # padding to powers of two would break the digits its views regroup
+            lay = elementwise(shape, num_threads, vec=vec, spans=spans, pad=False)
+        st.demand(b, lay, "default")
     for lp in col.loops:
         if key(lp.node.loop_var) not in st.loops:
             st.loops[key(lp.node.loop_var)] = elementwise(
@@ -376,11 +406,11 @@ def _size(buf) -> int:
 
 
 def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
-    """The loop's layout read off a fragment access: indices that are the loop vars in order,
-    with dims indexed by serial loops inside the body (or constants) reduced away.  An index
-    ``v + w * extent(v)`` (``w`` fixed for the loop's run, e.g. an enclosing serial loop's
-    variable) reads an aligned window of the dim: the loop takes the window's layout when
-    every window lies in the same threads (the digits above it are registers)."""
+    """The loop's layout read off a fragment access: indices that are the loop vars (in any
+    order), with dims indexed by serial loops inside the body (or constants) reduced away.
+    An index ``v + w * extent(v)`` (``w`` fixed for the loop's run, e.g. an enclosing serial
+    loop's variable) reads an aligned window of the dim: the loop takes the window's layout
+    when every window lies in the same threads (the digits above it are registers)."""
     keys = [key(v) for v in lp.vars]
     pos, drop = [], []
     for d, e in enumerate(idx):
@@ -400,11 +430,13 @@ def _loop_layout_from(lay: Fragment, idx, lp: _Loop) -> Fragment | None:
             if lay is None:
                 return None
             pos.append(k)
-    if pos != list(range(len(lp.vars))):
+    if sorted(pos) != list(range(len(lp.vars))):
         return None
     for d in reversed(drop):
         lay = lay.reduce(d)
-    return lay
+    # indices that are the loop vars in another order (``b[j, i]``): the loop runs the
+    # fragment's layout transposed
+    return lay if pos == sorted(pos) else lay.permuted([pos.index(k) for k in range(len(pos))])
 
 
 def _fixed_in_iteration(e, lp: _Loop) -> bool:

@@ -32,6 +32,7 @@ from ..errors import LoweringError
 from ..layout import codec
 from ..layout.fragment import (REG, Fragment, check_replicas_written, is_replicated,
                                owners)
+from ..language.view import reshaped_layout, viewed_buffer
 from ..ir_utils import StmtMutator, map_kernels, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, check_constant_extents, key
 from .np_eval import NotEvaluable, np_eval
@@ -78,6 +79,20 @@ class _Kernel(StmtMutator):
         local = tirx.decl_buffer([lay.num_regs], b.dtype, b.name, scope="local")
         self.frags[key(b)] = (b, lay, local)
         return tirx.AllocBuffer(local)
+
+    def visit_DeclBuffer(self, s):
+        """A view of a fragment (``T.reshape``, or ``T.view`` keeping the element size) is
+        the fragment's registers, laid out by its layout reshaped; the declaration goes."""
+        base = viewed_buffer(s)
+        if base is None or key(base) not in self.frags:
+            return s
+        _, lay, local = self.frags[key(base)]
+        v = s.buffer
+        if v.dtype != local.dtype:
+            local = tirx.decl_buffer(local.shape, v.dtype, v.name, data=local.data,
+                                     scope="local")
+        self.frags[key(v)] = (v, reshaped_layout(lay, base, v), local)
+        return None
 
     # loops --------------------------------------------------------------------------------
     def visit_For(self, s):

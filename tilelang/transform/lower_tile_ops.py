@@ -15,6 +15,7 @@ from tvm.sym import Analyzer
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
 from ..language.pointer import kernel_addressed
+from ..language.view import reshaped_layout, viewed_buffer
 from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
@@ -49,6 +50,13 @@ class _Lower(StmtMutator):
         if "tl.swizzle" in s.annotations:
             self.ctx.swizzled.add(s.buffer.__chandle__())
         self.ctx.tile_annotations[s.buffer.__chandle__()] = dict(s.annotations)
+        return s
+
+    def visit_DeclBuffer(self, s):
+        base = viewed_buffer(s)  # a view of a fragment is laid out by the fragment's layout
+        lay = None if base is None else self.ctx.layout(base)
+        if lay is not None:
+            self.ctx.layouts[s.buffer.__chandle__()] = reshaped_layout(lay, base, s.buffer)
         return s
 
     def visit_AttrStmt(self, s):
