@@ -2,7 +2,8 @@
 one thread, so an explicit-width load or store is an ordinary one (``memory_access``), ``__ffs``
 is bit arithmetic, and an op that needs the lanes of a warp or the threads of a block to run
 together (votes, shuffles, warp reductions: ``warp``) has no meaning there and is rejected,
-naming the op."""
+naming the op.  A comparison of two ``bool`` values compares them as ``int8`` (TVM's LLVM code
+generator emits a float compare for ``bool`` operands, which LLVM rejects)."""
 
 from __future__ import annotations
 
@@ -35,4 +36,15 @@ def lower(stmt: tirx.Stmt) -> tirx.Stmt:
         out = memory_access.cpu_form(s.value) if isinstance(s.value, tvm.ir.Call) else None
         return s if out is None else out
 
-    return map_nodes(stmt, [(tvm.ir.Call, on_call), (tirx.Evaluate, on_evaluate)])
+    return map_nodes(stmt, [(tvm.ir.Call, on_call), (tirx.Evaluate, on_evaluate)]
+                     + [(kind, _int8_compare) for kind in _COMPARISONS])
+
+
+_COMPARISONS = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+
+
+def _int8_compare(c):
+    """``a <op> b`` on bools as the same comparison of their int8 values (0 or 1)."""
+    if str(c.a.ty) != "bool" or str(c.b.ty) != "bool":
+        return c
+    return type(c)(tirx.Cast("int8", c.a), tirx.Cast("int8", c.b))

@@ -2,9 +2,11 @@
 
     LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
-    CheckBounds -> RoundLowPrecisionStores -> PackSubByteStores -> TVM's "tirx" pipeline
+    CheckBounds -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
+    TVM's "tirx" pipeline
 
-(``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks.)
+(``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
+``ScalarizeBoolVectors`` on GPU targets only.)
 
 ``tvm.compile(mod, target, tir_pipeline="tilelang")`` runs it; ``tilelang.lower`` runs the same
 passes and returns the module.  With ``TILELANG_DUMP_IR=dir`` (or the pass config
@@ -19,8 +21,8 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (check_bounds, debug_barriers, pass_config, round_storage,
-                         scalar_bindings, subbyte_access, warp_specialize)
+from ..transform import (bool_vectors, check_bounds, debug_barriers, pass_config,
+                         round_storage, scalar_bindings, subbyte_access, warp_specialize)
 
 NAME = "tilelang"
 
@@ -50,6 +52,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         check_bounds.CheckBounds(),
         round_storage.RoundLowPrecisionStores(),
         subbyte_access.PackSubByteStores(),
+        bool_vectors.ScalarizeBoolVectors(),
     ]
 
 
