@@ -18,7 +18,7 @@ from tvm import tirx
 from ..device import sm80 as device
 from ..device import wgmma
 from ..errors import LoweringError, TileOpError
-from ..layout.fragment import THREAD, Factor, Fragment, mma_accumulator
+from ..layout.fragment import REG, THREAD, Factor, Fragment, mma_accumulator
 from . import loops
 from . import region as R
 from .base import LayoutContext, LowerContext, TileOp, register
@@ -84,7 +84,8 @@ class Gemm(TileOp):
         if C.scope() == FRAGMENT:
             ctx.demand(C, mma_accumulator(m, n, wm, wn), f"T.gemm accumulator {C.name}")
         if A.scope() == FRAGMENT:
-            ctx.demand(A, operand_layout(m, k, wm, wn), f"T.gemm register operand {A.name}")
+            ctx.demand(A, operand_layout(m, k, wm, wn, A.dtype),
+                       f"T.gemm register operand {A.name}")
         for x in (self.A, self.B):
             if R.scope_of(x) in SHARED:
                 ctx.swizzle_operand(R.buffer_of(x))
@@ -133,10 +134,24 @@ class MmaPlan:
         return self.warps_m * self.warps_n
 
 
-def operand_layout(m: int, k: int, warps_m: int, warps_n: int) -> Fragment:
-    """A register A operand: the accumulator layout of an m x k tile over warps_m x 1 warps,
-    replicated over the warps_n column warps of the gemm."""
+def operand_layout(m: int, k: int, warps_m: int, warps_n: int,
+                   dtype: str = "float16") -> Fragment:
+    """A register A operand of mma.sync, replicated over the warps_n column warps of the gemm.
+    Rows are the accumulator's (warps_m warps of m16 blocks; lane l holds rows l/4 and l/4 + 8).
+    Columns: 16-bit, the accumulator layout's (lane holds 2(l%4), 2(l%4)+1 of each k8 block);
+    tf32, the m16n8k8 A fragment's (l%4 and l%4 + 4 of each k8 step)."""
+    eb = loops.elem_bytes(dtype)
+    if k % (32 // eb):
+        raise LoweringError(f"T.gemm: K = {k} must be a multiple of {32 // eb} for a {dtype} "
+                            "register A operand on CUDA")
     base = mma_accumulator(m, k, warps_m, 1, name="mma_a")
+    if eb == 4:
+        lanes = Factor(1, 4, THREAD, 1)
+        if eb == 4:  # registers as the accumulator's: column pair digit above the lanes
+            rows = base.dims[0]
+            cols = [Factor(1, k // 8, REG, 4), Factor(1, 2, REG, 1), lanes]
+        base = Fragment.from_factors([m, k], [[x for x in fs if x.extent > 1]
+                                              for fs in (rows, cols)], name="mma_a")
     if warps_n == 1:
         return base
     dims = [[Factor(x.dim, x.extent, x.kind,

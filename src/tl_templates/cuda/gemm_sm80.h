@@ -244,70 +244,46 @@ TL_DEVICE void gemm_ss(const T* A, const T* B, C* acc) {
   }
 }
 
-// tf32 B fragment of n-tile n0 at K rows k0.. in the order a register A operand holds K: lane l
-// takes rows k0 + 2*(l%4) and k0 + 2*(l%4) + 1 (not k0 + l%4 and k0 + l%4 + 4). The mma sums
-// over the 8 K values of the step in whatever order both operands agree on.
-template <bool TRANS, int ROW, bool SWZ>
-TL_DEVICE void load_b_tf32_pairs(uint32_t* b, const float* B, int n0, int k0, int lane) {
-  using L = Tile<ROW, sizeof(float), SWZ>;
-  const int n = n0 + lane / 4, k = k0 + 2 * (lane % 4);
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    b[j] = to_word_bits<float>(TRANS ? B[L::offset(n, k + j)] : B[L::offset(k + j, n)]);
-  }
-}
-
-// A from registers: the M x K tile A_regs is laid out as an m16n8 accumulator of a
-// WARPS_M x 1 warp grid (what a first gemm produces and a cast copy keeps). 16-bit: each
-// register pair is an m16n8k16 A fragment as it stands. tf32 (float): lane l holds K columns
-// 2*(l%4) and 2*(l%4)+1 of each k8 step, so B is read in that K order (load_b_tf32_pairs)
-// and A is rounded to tf32 as the shared path rounds it.
+// A from registers: the M x K tile A_regs is laid out as tilelang.ops.gemm.operand_layout
+// gives for a WARPS_M x 1 warp grid: each K step of an m16 block is an mma A fragment as it
+// stands. 16-bit: the accumulator layout (what a first gemm produces and a cast copy keeps),
+// register pairs of two n8 tiles being the four A words; int8: four words of four bytes,
+// (g, 4t..), (g+8, 4t..), (g, 16+4t..), (g+8, 16+4t..); tf32 (float): registers (g, t),
+// (g, t+4), (g+8, t), (g+8, t+4), rounded to tf32 as the shared path rounds them.
 template <int M, int N, int K, int WARPS_M, int WARPS_N, bool TRANS_B, int B_ROW, bool B_SWZ,
           typename T, typename C, int THREAD_OFFSET = 0>
 TL_DEVICE void gemm_rs(const T* A_regs, const T* B, C* acc) {
   using Tr = MmaTraits<T>;
-  static_assert(sizeof(T) == 2 || (sizeof(T) == 4 && Tr::kStep == 8),
-                "register A operands are 16-bit or tf32");
-  constexpr int WM = M / WARPS_M, WN = N / WARPS_N, MI = WM / 16, NI = WN / 8, NIA = K / 8;
+  constexpr int WM = M / WARPS_M, WN = N / WARPS_N, MI = WM / 16, NI = WN / 8;
+  constexpr int STEPS = K / Tr::kStep;
+  static_assert(K % Tr::kStep == 0, "gemm tile shape");
   const int warp = (threadIdx.x - THREAD_OFFSET) / 32, lane = threadIdx.x % 32;
   const int n_base = (warp % WARPS_N) * WN;
 #pragma unroll
-  for (int k0 = 0; k0 < K; k0 += Tr::kStep) {
-    const int kt = k0 / 8;  // the first n8 tile of A's layout in this K step
+  for (int s = 0; s < STEPS; ++s) {
+    const int k0 = s * Tr::kStep;
     uint32_t b[NI][2];
-    if constexpr (sizeof(T) == 4) {
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni) {
-        load_b_tf32_pairs<TRANS_B, B_ROW, B_SWZ>(b[ni], B, n_base + ni * 8, k0, lane);
-      }
-    } else {
-#pragma unroll
-      for (int ni = 0; ni + 1 < NI; ni += 2) {
-        load_b<T, TRANS_B, B_ROW, B_SWZ, true>(b[ni], b[ni + 1], B, n_base + ni * 8, k0, lane);
-      }
-      if constexpr (NI % 2 == 1) {
-        load_b<T, TRANS_B, B_ROW, B_SWZ, false>(b[NI - 1], b[NI - 1], B, n_base + (NI - 1) * 8,
-                                               k0, lane);
-      }
+    for (int ni = 0; ni + 1 < NI; ni += 2) {
+      load_b<T, TRANS_B, B_ROW, B_SWZ, true>(b[ni], b[ni + 1], B, n_base + ni * 8, k0, lane);
+    }
+    if constexpr (NI % 2 == 1) {
+      load_b<T, TRANS_B, B_ROW, B_SWZ, false>(b[NI - 1], b[NI - 1], B, n_base + (NI - 1) * 8,
+                                             k0, lane);
     }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       uint32_t a[4];
       if constexpr (sizeof(T) == 4) {
-        // registers (row, col) of the tile's accumulator layout: 0 (g, 2t), 1 (g, 2t+1),
-        // 2 (g+8, 2t), 3 (g+8, 2t+1); the m16n8k8 A fragment wants (g, k), (g+8, k),
-        // (g, k'), (g+8, k')
-        const float* R = reinterpret_cast<const float*>(A_regs) + (mi * NIA + kt) * 4;
+        const float* R = reinterpret_cast<const float*>(A_regs) + (mi * STEPS + s) * 4;
         a[0] = to_word_bits<float>(R[0]);
         a[1] = to_word_bits<float>(R[2]);
         a[2] = to_word_bits<float>(R[1]);
         a[3] = to_word_bits<float>(R[3]);
       } else {
-        const uint32_t* W = reinterpret_cast<const uint32_t*>(A_regs);
-        a[0] = W[(mi * NIA + kt) * 2];
-        a[1] = W[(mi * NIA + kt) * 2 + 1];
-        a[2] = W[(mi * NIA + kt + 1) * 2];
-        a[3] = W[(mi * NIA + kt + 1) * 2 + 1];
+        const uint32_t* W = reinterpret_cast<const uint32_t*>(A_regs) + (mi * STEPS + s) * 4;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) a[j] = W[j];
       }
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
