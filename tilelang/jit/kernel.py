@@ -142,12 +142,15 @@ def _host_module(rt_mod):
 
 
 def _source_of(rt_mod, target: Target) -> str:
+    """The device source of ``rt_mod``: LLVM IR on the CPU, else the first device module's
+    source; empty when the kernel has no device code (its body does nothing, e.g. only binds
+    the sizes of its parameters), so that calling it only checks the arguments."""
     host = _host_module(rt_mod)
     if is_cpu(target):
         return host.inspect_source("ll")
     for m in host.imports:
         return m.inspect_source()
-    raise RuntimeError("the compiled module has no device code")
+    return ""
 
 
 def _prelude_of(func: tirx.PrimFunc) -> str:
