@@ -20,7 +20,7 @@ for part in ${1:-tests}; do
   case $part in
     tests)
       step gpu_tests 400 python3 -m pytest testing -m gpu -q -p no:cacheprovider -o addopts="" \
-        -n 14 --timeout 150 -rf
+        -n 14 --timeout 150 --timeout-method=thread -rf
       grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | cut -c1-160 | head -40
       tail -1 "$OUT/gpu_tests.log" ;;
     sanitize)
