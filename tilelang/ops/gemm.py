@@ -139,17 +139,24 @@ def operand_layout(m: int, k: int, warps_m: int, warps_n: int,
     """A register A operand of mma.sync, replicated over the warps_n column warps of the gemm.
     Rows are the accumulator's (warps_m warps of m16 blocks; lane l holds rows l/4 and l/4 + 8).
     Columns: 16-bit, the accumulator layout's (lane holds 2(l%4), 2(l%4)+1 of each k8 block);
-    tf32, the m16n8k8 A fragment's (l%4 and l%4 + 4 of each k8 step)."""
+    tf32, the m16n8k8 A fragment's (l%4 and l%4 + 4 of each k8 step); int8, the m16n8k32
+    one's (4(l%4) .. +3 and 16 + 4(l%4) .. +3 of each k32 step, a 32-bit word each)."""
     eb = loops.elem_bytes(dtype)
     if k % (32 // eb):
         raise LoweringError(f"T.gemm: K = {k} must be a multiple of {32 // eb} for a {dtype} "
                             "register A operand on CUDA")
     base = mma_accumulator(m, k, warps_m, 1, name="mma_a")
-    if eb == 4:
-        lanes = Factor(1, 4, THREAD, 1)
+    if eb in (1, 4):
+        warps = [x for x in base.dims[0] if x.kind == THREAD and x.stride >= 32]
+        mi, lanes = m // warps_m // 16, Factor(1, 4, THREAD, 1)
         if eb == 4:  # registers as the accumulator's: column pair digit above the lanes
             rows = base.dims[0]
             cols = [Factor(1, k // 8, REG, 4), Factor(1, 2, REG, 1), lanes]
+        else:  # registers: 4 bytes of a word, row half, column half, k32 step, m16 block
+            rows = warps + [Factor(0, mi, REG, 16 * (k // 32)), Factor(0, 2, REG, 4),
+                            Factor(0, 8, THREAD, 4)]
+            cols = [Factor(1, k // 32, REG, 16), Factor(1, 2, REG, 8), lanes,
+                    Factor(1, 4, REG, 1)]
         base = Fragment.from_factors([m, k], [[x for x in fs if x.extent > 1]
                                               for fs in (rows, cols)], name="mma_a")
     if warps_n == 1:
@@ -287,8 +294,6 @@ _CTYPE = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float", "i
           "int32": "int"}
 _SUPPORTED = {("float16", "float32"), ("float16", "float16"), ("bfloat16", "float32"),
               ("float32", "float32"), ("int8", "int32")}
-# dtypes ``tl::gemm_rs`` takes A from registers in (float32 rounded to tf32)
-_REGISTER_A = ("float16", "bfloat16", "float32")
 
 
 def _tile_ptr(region):
@@ -325,10 +330,6 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     if A.scope() not in ("shared", "shared.dyn", "local.fragment"):
         raise LoweringError(f"T.gemm on CUDA needs A ({A.name}) in shared memory or a fragment, "
                             f"not {A.scope()!r}")
-    if A.scope() == "local.fragment" and A.dtype not in _REGISTER_A:
-        raise LoweringError(f"T.gemm: a register A operand ({A.name}) must be float16, "
-                            f"bfloat16 or float32 (tf32) on CUDA, got {A.dtype}; stage it in "
-                            "shared memory")
     if C.scope() != "local.fragment":
         raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
     wm, wn = plan.warps_m, plan.warps_n

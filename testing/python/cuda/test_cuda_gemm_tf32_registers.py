@@ -136,25 +136,6 @@ def test_sumsq_window_of_the_tf32_operand_matches_torch():
     torch.testing.assert_close(q, (x.float() ** 2).sum(1), rtol=1e-4, atol=1e-4)
 
 
-def test_int8_register_operand_is_refused_by_name():
-    @T.prim_func
-    def main(A: T.Tensor((32, 64), "int8"), B: T.Tensor((64, 32), "int8"),
-             C: T.Tensor((32, 32), "int32")):
-        with T.Kernel(1, threads=128) as bx:
-            A_f = T.alloc_fragment((32, 64), "int8")
-            B_s = T.alloc_shared((64, 32), "int8")
-            C_f = T.alloc_fragment((32, 32), "int32")
-            T.copy(A, A_f)
-            T.copy(B, B_s)
-            T.clear(C_f)
-            T.gemm(A_f, B_s, C_f)
-            T.copy(C_f, C)
-
-    with pytest.raises(LoweringError, match=r"register A operand \(A_f\) must be float16, "
-                                            r"bfloat16 or float32 \(tf32\).*got int8"):
-        tilelang.lower(main, target="cuda -arch=sm_80")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("M,N,K,threads,tB", CASES)
 def test_register_tf32_gemm_matches_torch(M, N, K, threads, tB):
