@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from tvm import tirx
 from tvm.script import tirx as _T
 
 from ..errors import DSLError
@@ -54,9 +55,14 @@ def alloc_global(shape: Sequence | int, dtype: Any, scope: str = "global"):
 
 
 def alloc_var(dtype: Any, init: Any = None, scope: str = VAR):
-    """A per-thread scalar variable; assigning to the name (``x = x + 1``) stores into it."""
-    v = _T.alloc_scalar(canonical_dtype(dtype, "T.alloc_var"), scope=scope)
+    """A per-thread scalar variable; assigning to the name (``x = x + 1``) stores into it.
+    A Python number ``init`` becomes a constant of ``dtype`` (a float64 variable keeps a value
+    beyond float32's range)."""
+    dt = canonical_dtype(dtype, "T.alloc_var")
+    v = _T.alloc_scalar(dt, scope=scope)
     if init is not None:
         scalar = getattr(v, "scalar", v)
+        if isinstance(init, (bool, int, float)):
+            init = tirx.const(init, dt)
         _T.buffer_store(scalar.source, init, [0])
     return v

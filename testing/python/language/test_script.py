@@ -1,5 +1,6 @@
 """The tile program as IR: tile ops are registered tl.* calls that print readably."""
 
+import pytest
 import tvm
 import tvm_ffi
 
@@ -108,3 +109,25 @@ def test_print_on_cpu(capfd):
 
     k(torch.tensor([1.0, 2.5]))
     assert "second: 2.5" in capfd.readouterr().out
+
+
+def test_alloc_var_initializer_takes_the_variable_dtype():
+    """A Python number initializes in the variable's dtype: a float64 keeps 1e300 (and runs on
+    the CPU), a float32 refuses it as out of range."""
+    import torch
+
+    @T.prim_func
+    def wide(A: T.Tensor((1,), "float64")):
+        with T.Kernel(1):
+            value = T.alloc_var("float64", init=1e300)
+            A[0] = value
+
+    a = torch.zeros(1, dtype=torch.float64)
+    tilelang.compile(wide, target="cpu")(a)
+    assert a.item() == 1e300
+    with pytest.raises(ValueError, match="exceeds maximum of float32"):
+        @T.prim_func
+        def narrow(A: T.Tensor((1,), "float32")):
+            with T.Kernel(1):
+                value = T.alloc_var("float32", init=1e300)
+                A[0] = value
