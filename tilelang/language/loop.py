@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tvm import tirx
+from tvm.sym import Analyzer
 from tvm.script import tirx as _T
 
 from ..errors import DSLError
@@ -71,6 +72,25 @@ def Pipelined(
         if val is not None:
             ann[PIPELINE_KEYS[arg]] = _to_ints(val)
     return _T.serial(start, stop, annotations=ann)
+
+
+def unroll(start: Any, stop: Any = None, step: Any = None, *, unroll_factor: int | None = None,
+           annotations: dict | None = None):
+    """``for i in T.unroll(n)``: a loop the compiler unrolls.  With a constant trip count, unit
+    step and no ``unroll_factor`` it is unrolled in the IR (TVMScript's ``T.unroll``);
+    otherwise it stays a loop that CUDA unrolls by ``#pragma unroll`` (``unroll_factor``
+    iterations at a time): unrolling is a hint, a trip count known only at run time cannot be
+    unrolled ahead, and TVM's IR unroller ignores a step (it would run every index)."""
+    if stop is None:
+        start, stop = 0, start
+    extent = Analyzer().simplify(tirx.const(0) + stop - start)
+    unit_step = step is None or (isinstance(step, (int, tirx.IntImm)) and int(step) == 1)
+    if unroll_factor is None and unit_step and isinstance(extent, tirx.IntImm):
+        return _T.unroll(start, stop, step=step, annotations=annotations)
+    if unroll_factor is not None and int(unroll_factor) < 1:
+        raise DSLError(f"T.unroll: unroll_factor must be >= 1, got {unroll_factor}")
+    return _T.serial(start, stop, step=step, annotations=annotations,
+                     unroll=int(unroll_factor) if unroll_factor is not None else True)
 
 
 def _to_ints(v):

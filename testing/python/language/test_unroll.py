@@ -1,0 +1,67 @@
+"""``T.unroll``: unrolled in the IR when the trip count is constant with unit step, otherwise a
+``#pragma unroll [factor]`` loop; every form runs exactly its indices."""
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+
+def _unrolls(n_runtime: bool):
+    @T.prim_func
+    def main(A: T.Tensor((4, 16), "float32"), n: T.int32):
+        with T.Kernel(1, threads=1):
+            for i in T.unroll(n):
+                A[0, i] = 1.0
+            for j in T.unroll(0, 16, step=4):
+                A[1, j] = 2.0
+            for j in T.unroll(0, 16, unroll_factor=4):
+                A[2, j] = 3.0
+            for j in T.unroll(2, 6):
+                A[3, j] = 4.0
+
+    return main
+
+
+def _expected(n: int) -> torch.Tensor:
+    a = torch.zeros(4, 16)
+    a[0, :n] = 1
+    a[1, ::4] = 2
+    a[2, :] = 3
+    a[3, 2:6] = 4
+    return a
+
+
+def test_every_form_runs_exactly_its_indices_on_the_cpu():
+    k = tilelang.compile(_unrolls(True), target="cpu")
+    a = torch.zeros(4, 16)
+    k(a, 5)
+    torch.testing.assert_close(a, _expected(5))
+
+
+def test_cuda_source_keeps_pragma_loops_where_the_ir_cannot_unroll():
+    src = tilelang.compile(_unrolls(True), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "#pragma unroll 4" in src                   # unroll_factor
+    assert "j += 4" in src                             # the step survives (TVM's unroller drops it)
+    assert "< n;" in src and src.count("#pragma unroll") == 3
+    assert "A_ptr[50] =" in src and "A_ptr[53] =" in src   # T.unroll(2, 6) unrolled in the IR
+
+
+def test_unroll_factor_must_be_positive():
+    with pytest.raises(Exception, match="unroll_factor must be >= 1"):
+        @T.prim_func
+        def bad(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=1):
+                for j in T.unroll(16, unroll_factor=0):
+                    A[j] = 1.0
+
+
+@pytest.mark.gpu
+def test_every_form_runs_exactly_its_indices_on_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    k = tilelang.compile(_unrolls(True))
+    a = torch.zeros(4, 16, device="cuda")
+    k(a, 5)
+    torch.testing.assert_close(a.cpu(), _expected(5))
