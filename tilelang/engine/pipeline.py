@@ -21,7 +21,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (bool_vectors, check_bounds, debug_barriers, pass_config,
+from ..transform import (bool_vectors, check_bounds, debug_barriers, legal_loops, pass_config,
                          round_storage, scalar_bindings, subbyte_access, warp_specialize)
 
 NAME = "tilelang"
@@ -53,6 +53,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         round_storage.RoundLowPrecisionStores(),
         subbyte_access.PackSubByteStores(),
         bool_vectors.ScalarizeBoolVectors(),
+        legal_loops.LegalizeLoops(),
     ]
 
 

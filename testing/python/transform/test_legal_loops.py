@@ -1,0 +1,76 @@
+"""LegalizeLoops: unrolled and vectorized loops with a step run exactly their indices (TVM's
+unroller and vectorizer ignore the step)."""
+
+import pytest
+import torch
+import tvm
+from tvm.script import tirx as TT
+
+import tilelang
+import tilelang.language as T
+from tilelang.transform.legal_loops import LegalizeLoops
+
+
+@T.prim_func
+def stepped(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+    with T.Kernel(1, threads=1):
+        for j in TT.vectorized(0, 16, step=4):
+            A[j] = 2.0
+        for j in TT.unroll(1, 16, step=4):
+            B[j] = 3.0
+
+
+def test_stepped_loops_iterate_over_their_trip_count():
+    out = LegalizeLoops()(tvm.IRModule({"main": stepped.with_attr("target", tvm.target.Target("llvm"))}))["main"]
+    text = out.script()
+    assert "T.vectorized(4)" in text and "T.unroll(4)" in text
+    assert "A[j_k * 4]" in text and "B[1 + j_k * 4]" in text
+
+
+def test_stepped_loops_run_exactly_their_indices_on_the_cpu():
+    a, b = torch.zeros(16), torch.zeros(16)
+    tilelang.compile(stepped, target="cpu")(a, b)
+    want_a, want_b = torch.zeros(16), torch.zeros(16)
+    want_a[::4] = 2
+    want_b[1::4] = 3
+    torch.testing.assert_close(a, want_a)
+    torch.testing.assert_close(b, want_b)
+
+
+def test_cuda_source_stores_only_the_stepped_indices():
+    src = tilelang.compile(stepped, target="cuda -arch=sm_90a").get_kernel_source()
+    for i in (1, 5, 9, 13):
+        assert f"B_ptr[{i}] =" in src
+    assert "B_ptr[2] =" not in src and "B_ptr[0] =" not in src
+
+
+@T.prim_func
+def wide(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+    with T.Kernel(1, threads=1):
+        for i in T.vectorized(256):
+            B[i] = A[i] * 2.0
+
+
+def test_wide_vector_loops_split_into_16_byte_accesses_on_cuda():
+    src = tilelang.compile(wide, target="cuda -arch=sm_90a").get_kernel_source()
+    assert "float4" in src and "float32x" not in src
+
+
+def test_wide_vector_loops_compute_the_same_on_the_cpu():
+    a = torch.randn(256)
+    b = torch.zeros(256)
+    tilelang.compile(wide, target="cpu")(a, b)
+    torch.testing.assert_close(b, a * 2)
+
+
+@pytest.mark.gpu
+def test_stepped_and_wide_loops_on_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    a, b = torch.zeros(16, device="cuda"), torch.zeros(16, device="cuda")
+    tilelang.compile(stepped)(a, b)
+    assert a.nonzero().flatten().tolist() == [0, 4, 8, 12]
+    assert b.nonzero().flatten().tolist() == [1, 5, 9, 13]
+    x, y = torch.randn(256, device="cuda"), torch.zeros(256, device="cuda")
+    tilelang.compile(wide)(x, y)
+    torch.testing.assert_close(y, x * 2)

@@ -1,0 +1,100 @@
+"""``LegalizeLoops``: unrolled and vectorized loops in the forms TVM's ``UnrollLoop`` and
+``VectorizeLoop`` handle correctly, run just before them.
+
+* A loop of either kind with a step other than 1 becomes the same kind of loop over its trip
+  count, the index rebuilt as ``min + k * step``: both TVM passes ignore ``For.step``, so
+  ``T.vectorized(0, 16, step=4)`` ran every index from 0 to 15 (a silent wrong answer on every
+  target).
+* On CUDA, a vectorized loop wider than one 16-byte access of its widest element (4 lanes of a
+  float8 or narrower type, which TVM's CUDA printer has no wider vectors of) is split into an
+  unrolled loop over vectorized loops of the widest lane count that divides its extent;
+  ``T.vectorized(128)`` over float32 asked TVM for a ``float32x128``, which it cannot print.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..ir_utils import StmtMutator, substitute
+from .passes import function_pass, target_of
+
+VECTOR_BYTES = 16  # the widest single load or store of a CUDA thread
+
+
+def _non_unit(step) -> bool:
+    return step is not None and not (isinstance(step, tirx.IntImm) and step.value == 1)
+
+
+def _widest_element(body) -> tuple[int, bool]:
+    """(bytes, is a sub-16-bit float) of the widest element the loop body loads or stores."""
+    widest, narrow_float = 1, False
+
+    def on_access(node):
+        nonlocal widest, narrow_float
+        buf = node.source if isinstance(node, tvm.ir.TensorLoad) else node.buffer
+        t = tvm.DataType(buf.dtype)
+        widest = max(widest, max(1, t.bits // 8))
+        narrow_float |= t.is_float and t.bits < 16
+
+    tvm_ffi.structural_walk(body, [(tvm.ir.TensorLoad, on_access),
+                                   (tirx.BufferStore, on_access)])
+    return widest, narrow_float
+
+
+class _Legalize(StmtMutator):
+    def __init__(self, cuda: bool):
+        self.cuda = cuda
+
+    def visit_For(self, s):
+        out = self.generic(s)
+        if out.kind not in (tirx.ForKind.UNROLLED, tirx.ForKind.VECTORIZED):
+            return out
+        if _non_unit(out.step):
+            out = self._unit_step(out)
+        if self.cuda and out.kind == tirx.ForKind.VECTORIZED:
+            out = self._split_wide(out)
+        return out
+
+    @staticmethod
+    def _unit_step(loop):
+        step = loop.step
+        k = tirx.Var(loop.loop_var.name + "_k", loop.loop_var.dtype)
+        trips = tirx.floordiv(loop.extent + step - 1, step)
+        body = substitute(loop.body, {loop.loop_var: loop.min + k * step})
+        return tirx.For(k, tirx.const(0, k.dtype), trips, loop.kind, body,
+                        loop.thread_binding, loop.annotations, None, span=loop.span)
+
+    @staticmethod
+    def _split_wide(loop):
+        if not isinstance(loop.extent, tirx.IntImm):
+            return loop
+        extent = loop.extent.value
+        nbytes, narrow_float = _widest_element(loop.body)
+        lanes = max(1, VECTOR_BYTES // nbytes)
+        if narrow_float:
+            lanes = min(lanes, 4)
+        if extent <= lanes:
+            return loop
+        while extent % lanes:
+            lanes //= 2
+        v = loop.loop_var
+        outer = tirx.Var(v.name + "_o", v.dtype)
+        inner = tirx.Var(v.name + "_v", v.dtype)
+        body = substitute(loop.body, {v: loop.min + outer * lanes + inner})
+        kind = tirx.ForKind.VECTORIZED if lanes > 1 else tirx.ForKind.UNROLLED
+        inner_loop = tirx.For(inner, tirx.const(0, v.dtype), tirx.const(lanes, v.dtype), kind,
+                              body, None, loop.annotations, span=loop.span)
+        return tirx.For(outer, tirx.const(0, v.dtype), tirx.const(extent // lanes, v.dtype),
+                        tirx.ForKind.UNROLLED, inner_loop, span=loop.span)
+
+
+@function_pass("tl.LegalizeLoops")
+def LegalizeLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Unit steps for unrolled/vectorized loops; on CUDA, vector loops at most 16 bytes wide."""
+    return func.with_body(_Legalize(not is_cpu(target_of(func)))(func.body))
+
+
+__all__ = ["LegalizeLoops", "VECTOR_BYTES"]
