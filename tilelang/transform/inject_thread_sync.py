@@ -11,7 +11,10 @@ between a read and a later write) there is a barrier over the threads involved:
   ``bar.sync id, count``) before the later statement;
 * between sibling ``T.ws`` regions of two groups, a named barrier over exactly the threads of
   both groups, placed at the end of the earlier region and at the start of the later one
-  (each group reaches it in its own code); ids come from ``BarrierIds`` of the kernel.
+  (each group reaches it in its own code); ids come from ``BarrierIds`` of the kernel;
+* the regions of one branch chain on the thread index (``tl.thread_branches``, see
+  ``thread_branches``) run at the same time: each is synchronized on its own group, the chain
+  with the code around it like one statement, never one branch with another.
 
 A loop-carried hazard gets a barrier of the group running the loop before the first
 statement of the body that conflicts with the end of the previous iteration.  Analysis is
@@ -35,7 +38,9 @@ from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ir_utils import map_kernels, uses_var
+from .lower_parallel_loops import PARTITIONED
 from .passes import function_pass, target_of
+from .thread_branches import BRANCHES_ATTR, branch_regions
 
 SHARED = ("shared", "shared.dyn")
 
@@ -169,8 +174,10 @@ class _Sync:
     def block_level(self, s) -> bool:
         if isinstance(s, (tirx.SeqStmt, tirx.AttrStmt)):
             return True
-        if isinstance(s, tirx.For):
-            return s.kind == tirx.ForKind.SERIAL or _contains_barrier(s.body)
+        if isinstance(s, tirx.For):  # serial loops and the user's T.unroll; not the
+            # per-thread register loops a T.Parallel nest became
+            return s.kind == tirx.ForKind.SERIAL or _contains_barrier(s.body) or \
+                (s.kind == tirx.ForKind.UNROLLED and PARTITIONED not in s.annotations)
         if isinstance(s, tirx.IfThenElse):
             return self.uniform(s.condition)
         return False
@@ -184,6 +191,8 @@ class _Sync:
             return self.sequence(list(s.seq), st)
         if group_of(s) is not None:
             return self.sequence([s], st)
+        if branch_regions(s) is not None:
+            return self.branches(s, st)
         if self.block_level(s) and (_contains_barrier(s) or self._has_shared(s)):
             if isinstance(s, tirx.AttrStmt):
                 b, st = self.stmt(s.body, st)
@@ -251,6 +260,26 @@ class _Sync:
         r, w, _ = _rw(cond.then_case)
         return (tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
                               tirx.IfThenElse(cond.condition, body, cond.else_case)), (r, w))
+
+    def branches(self, attr, st: _State):
+        """A branch chain: each region analysed on its own group; towards the code around
+        it the chain is one statement (a barrier of the running group before it when it
+        conflicts with what came before)."""
+        out, reads, writes = [], set(), set()
+        for x in branch_regions(attr):
+            y, (r, w) = self.region(x, group_of(x))
+            out.append(y)
+            reads |= r
+            writes |= w
+        chain = tirx.AttrStmt(attr.node, BRANCHES_ATTR, attr.value, tirx.SeqStmt(out)
+                              if len(out) > 1 else out[0])
+        if st.conflicts(reads, writes):
+            after = _State()
+            after.add(reads, writes, self.group)
+            return tirx.SeqStmt([self.barrier(self.group), chain]), after
+        st = st.copy()
+        st.add(reads, writes, self.group)
+        return chain, st
 
     def hand_off(self, g, i, hits, st, head, tail, out):
         """Synchronize region ``i`` (group ``g``) with the earlier accesses ``hits``."""

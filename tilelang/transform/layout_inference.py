@@ -1,4 +1,4 @@
-"""``LayoutInference``: choose how every fragment is spread over the block's threads.
+"""``LayoutInference``: choose how every fragment is spread over the threads that use it.
 
 Expects: a CUDA-targeted PrimFunc with tile-op calls and ``T.Parallel`` nests.
 Guarantees: every ``local.fragment`` allocation carries ``tl.layout`` (a ``Fragment``), every
@@ -6,6 +6,11 @@ outermost ``T.Parallel`` loop carries ``tl.loop_layout``, and shared tiles that 
 carry ``tl.swizzle``, or ``tl.shared_layout`` for a layout applied when shared memory is
 planned (a wgmma operand's GMMA swizzle, a ``T.annotate_layout``).  The demands come from the
 ops themselves (``TileOp.infer_layout``, ``TileOp.propagate_layout``); this pass knows no op.
+Thread groups: warp-group branches on the thread index become ``T.ws`` regions first
+(``thread_branches``); each op, loop and fragment belongs to the group of the code using it
+(the block, a ``T.ws`` region or such a branch), ops see that group's thread count, and a
+fragment's layout numbers the group's threads by rank (``tx - offset``).  A fragment used by
+two groups raises ``LoweringError`` naming both uses.
 Order: every op's fixed demands in program order (``T.annotate_layout``; a gemm's accumulator,
 register operand and shared-operand swizzles), then propagation (ops' hooks, e.g. fragment
 copies and reductions, and ``T.Parallel`` bodies) until nothing changes; a fragment still free
@@ -24,6 +29,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.sym import Analyzer
 
+from ..device.thread_group import ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError, source_location
 from ..layout import codec
@@ -35,6 +41,7 @@ from ..ops import decode
 from ..ops import region as R
 from . import pass_config
 from .passes import at_source, function_pass, target_of
+from .thread_branches import derive_thread_groups
 
 FRAGMENT = "local.fragment"
 SHARED = ("shared", "shared.dyn")
@@ -70,6 +77,7 @@ class _Loop:
     accesses: list  # (buffer, indices)
     inner: set = field(default_factory=set)  # handles of the loop vars nested in the body
     stored: set = field(default_factory=set)  # keys of the fragments the body writes
+    group: ThreadGroup | None = None  # the threads the loop is spread over
 
 
 class _State:
@@ -218,9 +226,12 @@ def check_constant_extents(loop: tirx.For, extents) -> None:
 
 
 class _Collect:
-    def __init__(self):
+    def __init__(self, block: ThreadGroup | None = None):
+        self.group = block  # the thread group running the code being visited
         self.ops: list = []
         self.op_stmts: list = []  # the Evaluate of each op
+        self.op_groups: list = []  # the thread group of each op
+        self.uses: dict = {}  # fragment key -> {group: where it is used from there}
         self.loops: list[_Loop] = []
         self.fragments: list = []
         self.shared: list = []
@@ -238,6 +249,16 @@ class _Collect:
                 continue
             for buf, idx in fragment_accesses(e):
                 self.scalar_reads.setdefault(key(buf), (buf, idx))
+                self._use(buf, f"the read of {buf.name}[{', '.join(map(str, idx))}]", None)
+
+    def _use(self, buf, what: str, span) -> None:
+        """Fragment ``buf`` is touched by the current group's code (``what``, at ``span``);
+        a use of a view is one of the fragment it views."""
+        buf = next((base for v, base in self.views if key(v) == key(buf)), buf)
+        if self.group is not None:
+            where = source_location(span) if span is not None else ""
+            self.uses.setdefault(key(buf), {}).setdefault(
+                self.group, f"{what}" + (f" ({where})" if where else ""))
 
     def _visit(self, s):
         if isinstance(s, tirx.SeqStmt):
@@ -252,7 +273,10 @@ class _Collect:
                 stored = set()
                 tvm_ffi.structural_walk(body, (tirx.BufferStore, lambda x: stored.add(
                     key(x.buffer))))
-                self.loops.append(_Loop(s, vars_, exts, fragment_accesses(body), inner, stored))
+                lp = _Loop(s, vars_, exts, fragment_accesses(body), inner, stored, self.group)
+                self.loops.append(lp)
+                for buf, _ in lp.accesses:
+                    self._use(buf, f"the T.Parallel loop over {list(exts)}", s.span)
                 return
             self._scalar(s.min, s.extent)
             self._visit(s.body)
@@ -260,7 +284,14 @@ class _Collect:
             self._scalar(s.condition)
             self._visit(s.body)
         elif isinstance(s, tirx.AttrStmt):
-            self._visit(s.body)
+            g = group_of(s)
+            old = self.group
+            if g is not None:
+                self.group = g  # a thread-group region: its code runs on the group's threads
+            try:
+                self._visit(s.body)
+            finally:
+                self.group = old
         elif isinstance(s, tirx.LetStmt):
             self._scalar(s.value)
             self._visit(s.body)
@@ -273,6 +304,9 @@ class _Collect:
                 self._visit(s.else_case)
         elif isinstance(s, tirx.BufferStore):
             self._scalar(*s.indices)  # a fragment element as an index
+            for buf, idx in fragment_accesses(s):
+                self._use(buf, f"{s.buffer.name}[{', '.join(map(str, s.indices))}] = ...",
+                          s.span)
             if s.buffer.scope() in ("local", "local.var"):
                 self._scalar(s.value)
             else:
@@ -298,9 +332,13 @@ class _Collect:
             if op is not None:
                 self.ops.append(op)
                 self.op_stmts.append(s)
+                self.op_groups.append(self.group)
+                for v in vars(op).values():
+                    if isinstance(v, tvm.ir.TensorRegion) and is_fragment(R.buffer_of(v)):
+                        self._use(R.buffer_of(v), f"T.{op.printer}", op.span)
 
 
-def _mma_sync_tiles(ops, st: _State) -> set:
+def _mma_sync_tiles(ops, groups, st: _State) -> set:
     """The shared tiles read by gemms that run as mma.sync.  A shared tile has one layout:
     the sm80 swizzle of mma.sync or a GMMA swizzle, so when a gemm wgmma could run shares an
     operand tile with one it cannot, every gemm of the kernel runs as mma.sync."""
@@ -309,7 +347,8 @@ def _mma_sync_tiles(ops, st: _State) -> set:
     gemms = [op for op in ops if isinstance(op, Gemm)]
     operands = [{key(R.buffer_of(x)) for x in (g.A, g.B) if R.scope_of(x) in SHARED}
                 for g in gemms]
-    plans = [wgmma_plan(g, st.target, st.num_threads, st.config) for g in gemms]
+    plans = [wgmma_plan(op, st.target, grp.count, st.config)
+             for op, grp in zip(ops, groups) if isinstance(op, Gemm)]
     tiles = set().union(*(own for own, p in zip(operands, plans) if p is None))
     if any(p is not None and own & tiles for own, p in zip(operands, plans)):
         # a wgmma gemm shares a tile with an mma.sync one: the kernel's gemms all take
@@ -318,23 +357,63 @@ def _mma_sync_tiles(ops, st: _State) -> set:
     return tiles
 
 
+class _InGroup:
+    """The ``LayoutContext`` an op's layout hooks see: the kernel's state, with
+    ``num_threads`` the op's thread group (the block, a ``T.ws`` region or a warp-group
+    branch)."""
+
+    def __init__(self, st: _State, group: ThreadGroup):
+        self._st, self.group = st, group
+
+    @property
+    def num_threads(self) -> int:
+        return self.group.count
+
+    def __getattr__(self, name):
+        return getattr(self._st, name)
+
+
+def fragment_groups(col: _Collect, block: ThreadGroup) -> dict:
+    """The thread group each fragment is spread over (key -> group): the one group whose
+    code uses it (the block for an unused one).  A fragment used by the code of two groups
+    (two branches, or a branch and the whole block) raises ``LoweringError``: its elements
+    would be numbered over different threads."""
+    out = {}
+    for b in col.fragments:
+        uses = col.uses.get(key(b), {})
+        if len(uses) > 1:
+            (g1, w1), (g2, w2) = list(uses.items())[:2]
+            raise LoweringError(
+                f"fragment {b.name} is used by two thread groups: {g1} in {w1}, and {g2} in "
+                f"{w2}; a fragment is spread over the threads of one group (the block, a "
+                "T.ws region or a branch on the thread index), so use a fragment per group "
+                "and hand values over through shared memory")
+        out[key(b)] = next(iter(uses), block)
+    return out
+
+
 def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
-    col = _Collect()
+    block = ThreadGroup(0, num_threads)
+    col = _Collect(block)
     col.run(body)
     st = _State(target, num_threads, pass_config.current())
+    groups = fragment_groups(col, block)
+
+    def threads_of(buf) -> int:
+        return groups.get(key(buf), block).count
     st.views = {key(v): (v, base) for v, base in col.views}
-    st.mma_sync_tiles = _mma_sync_tiles(col.ops, st)
+    st.mma_sync_tiles = _mma_sync_tiles(col.ops, col.op_groups, st)
     # 1. fixed demands, stated by the ops; an op may record what it decided (a gemm's plan)
-    for op, stmt in zip(col.ops, col.op_stmts):
+    for op, stmt, grp in zip(col.ops, col.op_stmts, col.op_groups):
         with at_source(op.span):  # errors name the op's line
-            recorded = op.infer_layout(st)
+            recorded = op.infer_layout(_InGroup(st, grp))
         if recorded is not None:
             st.recorded[key(stmt)] = recorded
     swizzle = st.resolve_shared()
     # a fragment that scalar code reads is held whole by every thread (unless an op fixed it)
     for buf, idx in col.scalar_reads.values():
         if st.layout(buf) is None:
-            st.demand(buf, replicated([int(x) for x in buf.shape], num_threads),
+            st.demand(buf, replicated([int(x) for x in buf.shape], threads_of(buf)),
                       f"the read of {buf.name}[{', '.join(map(str, idx))}] outside T.Parallel")
     # 2. propagation, defaults for what stays free
     pending = [b for b in col.fragments]
@@ -350,16 +429,16 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
         b = max(free, key=lambda x: (_size(x), -pending.index(x)))
         vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
         shape, spans = [int(s) for s in b.shape], _thread_spans(b, col)
-        lay = elementwise(shape, num_threads, vec=vec, spans=spans)
+        lay = elementwise(shape, threads_of(b), vec=vec, spans=spans)
         views = [v for v, base in col.views if key(base) == key(b)]
         if any(lay.reshaped([int(s) for s in v.shape]) is None for v in views):
             # padding to powers of two would break the digits its views regroup
-            lay = elementwise(shape, num_threads, vec=vec, spans=spans, pad=False)
+            lay = elementwise(shape, threads_of(b), vec=vec, spans=spans, pad=False)
         st.demand(b, lay, "default")
     for lp in col.loops:
         if key(lp.node.loop_var) not in st.loops:
             st.loops[key(lp.node.loop_var)] = elementwise(
-                [R.as_int(e) for e in lp.extents], num_threads, vec=1)
+                [R.as_int(e) for e in lp.extents], (lp.group or block).count, vec=1)
     return st, swizzle, col
 
 
@@ -532,9 +611,9 @@ def _insert_register_dims(lay: Fragment, held: dict) -> Fragment:
 
 
 def _propagate(col: _Collect, st: _State) -> None:
-    for op in col.ops:
+    for op, grp in zip(col.ops, col.op_groups):
         with at_source(op.span):  # errors name the op's line
-            op.propagate_layout(st)
+            op.propagate_layout(_InGroup(st, grp))
     for lp in col.loops:
         lk = key(lp.node.loop_var)
         extents = [R.as_int(e) for e in lp.extents]
@@ -682,6 +761,7 @@ def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
     def one(kernel):  # each T.Kernel has its own threads and fragments
         kernel = _BoundParallelExtents()(kernel)
+        kernel = derive_thread_groups(kernel)  # warp-group branches become T.ws regions
         col = _Collect()
         col.run(kernel)
         _check_thread_dims(kernel, col)

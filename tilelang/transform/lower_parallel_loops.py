@@ -363,7 +363,17 @@ class _OwnerGuard(StmtMutator):
     statement, a fragment element assigned to a per-thread variable, a condition on one."""
 
     def __init__(self, frags: dict, tx):
-        self.frags, self.tx = frags, tx
+        self.frags, self.tx, self.block_tx = frags, tx, tx
+
+    def visit_AttrStmt(self, s):
+        g = group_of(s)  # a thread-group region: its fragments are numbered by rank
+        if g is None:
+            return self.generic(s)
+        old, self.tx = self.tx, g.rank(self.block_tx)
+        try:
+            return self.generic(s)
+        finally:
+            self.tx = old
 
     def visit_For(self, s):
         if PARTITIONED in s.annotations:

@@ -142,7 +142,9 @@ def test_ws_checks_its_groups():
         kernel(0, 2)
 
 
-def test_parallel_loop_with_block_layout_inside_a_group_is_rejected():
+def test_parallel_loop_inside_a_group_is_spread_over_the_group():
+    """A T.Parallel loop in T.ws(1) is laid out over the group's 128 threads (ranks tx - 128),
+    each doing 2 of the 256 iterations (see also test_thread_branches.py)."""
     @T.prim_func
     def main(A: T.Tensor((256,), "float32")):
         with T.Kernel(1, threads=256) as bx:
@@ -150,5 +152,6 @@ def test_parallel_loop_with_block_layout_inside_a_group_is_rejected():
                 for i in T.Parallel(256):
                     A[i] = 1.0
 
-    with pytest.raises(LoweringError, match="inside T.ws"):
-        tilelang.lower(main, target="cuda -arch=sm_80")
+    src = tilelang.compile(main, target="cuda -arch=sm_80").get_kernel_source()
+    assert "A_ptr[(((int)threadIdx.x) - 128)] = " in src  # rank r writes A[r] and A[r + 128]
+    assert "A_ptr[((int)threadIdx.x)] = " in src
