@@ -2,11 +2,11 @@
 
     LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
-    CheckBounds -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
+    CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
     TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
-``ScalarizeBoolVectors`` on GPU targets only.)
+``GuardGlobalAccesses`` and ``ScalarizeBoolVectors`` on GPU targets only.)
 
 ``tvm.compile(mod, target, tir_pipeline="tilelang")`` runs it; ``tilelang.lower`` runs the same
 passes and returns the module.  With ``TILELANG_DUMP_IR=dir`` (or the pass config
@@ -22,7 +22,8 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (bool_vectors, check_bounds, debug_barriers, legal_loops, pass_config,
-                         round_storage, scalar_bindings, subbyte_access, warp_specialize)
+                         round_storage, safe_global_access, scalar_bindings, subbyte_access,
+                         warp_specialize)
 
 NAME = "tilelang"
 
@@ -50,6 +51,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.InjectThreadSync(),
         tl_transform.LowerKernelLaunch(),
         check_bounds.CheckBounds(),
+        safe_global_access.GuardGlobalAccesses(),
         round_storage.RoundLowPrecisionStores(),
         subbyte_access.PackSubByteStores(),
         bool_vectors.ScalarizeBoolVectors(),
