@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    LegalizeNegativeIndex -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
     TVM's "tirx" pipeline
@@ -34,6 +34,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
     from ..language.reducer import CheckReducerEpochs
 
     return [
+        tl_transform.LegalizeNegativeIndex(),
         scalar_bindings.ScalarBindings(),
         CheckTileViews(),
         CheckReducerEpochs(),
@@ -65,6 +66,8 @@ def stock_passes() -> list[tvm.transform.Pass]:
     from tvm import s_tir, tirx
     from tvm.backend.cuda import transforms as cuda_transforms
 
+    from ..transform import vector_alignment
+
     config = tvm.transform.PassContext.current().config
     passes = [
         tirx.transform.LowerTIRx(),
@@ -77,6 +80,8 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
         tirx.transform.UnrollLoop(),
         tirx.transform.StmtSimplify(),
+        # a wide access at an offset not proven aligned to its width would fault on the GPU
+        vector_alignment.ScalarizeUnalignedVectors(),
         # T.assume facts have served the simplifier; no backend emits them
         tirx.transform.RemoveAssume(),
     ]

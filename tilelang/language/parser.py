@@ -291,7 +291,8 @@ def _root_cause(err: BaseException) -> BaseException | None:
 
 def check_constant_indices(func: PrimFunc) -> None:
     """Raise :class:`DSLError` for a load or store whose constant index lies outside the
-    buffer's static extent in that dimension (``A[100]`` of a 64-element tensor)."""
+    buffer's static extent in that dimension (``A[100]`` of a 64-element tensor).  A negative
+    index down to ``-extent`` counts from the end (``A[-1]`` is the last element)."""
     bad: list[str] = []
 
     def check(node):
@@ -302,13 +303,14 @@ def check_constant_indices(func: PrimFunc) -> None:
             return
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
             if isinstance(i, tirx.IntImm) and isinstance(n, tirx.IntImm) \
-                    and not 0 <= i.value < n.value:
+                    and not -n.value <= i.value < n.value:
                 shape = tuple(int(x) for x in buf.shape)
                 access = f"{buf.name}[{', '.join(str(x) for x in idx)}]"
                 where = source_location(node.span)
                 bad.append(f"{'store to' if store else 'load of'} {access}: index {i.value} is "
                            f"out of bounds for dimension {d} of {buf.name} with shape {shape} "
-                           f"(valid: 0 to {n.value - 1})" + (f"\n  {where}" if where else ""))
+                           f"(valid: {-n.value} to {n.value - 1})"
+                           + (f"\n  {where}" if where else ""))
                 return
 
     # the callback only records: an exception raised inside the walk would cross TVM's FFI

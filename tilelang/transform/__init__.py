@@ -9,5 +9,6 @@ from .lower_async_resources import LowerAsyncResources  # noqa: F401
 from .lower_kernel_launch import LowerKernelLaunch  # noqa: F401
 from .lower_parallel_loops import LowerParallelLoops  # noqa: F401
 from .lower_tile_ops import LowerTileOps  # noqa: F401
+from .negative_index import LegalizeNegativeIndex  # noqa: F401
 from .plan_shared_memory import PlanSharedMemory  # noqa: F401
 from .pass_config import PassConfigKey  # noqa: F401

@@ -347,7 +347,14 @@ def _extremes(idx) -> list:
         return [idx.base, idx.base + idx.stride * (int(idx.lanes) - 1)]
     if isinstance(idx, tirx.Broadcast):
         return [idx.value]
+    if isinstance(idx, tirx.Shuffle) and all(_is_scalar(v) for v in idx.vectors):
+        # lanes gathered one by one (a negative vector index legalized lane by lane)
+        return [idx.vectors[int(i)] for i in idx.indices]
     return [idx]
+
+
+def _is_scalar(e) -> bool:
+    return "x" not in str(e.ty)
 
 
 def _grid_loops(body) -> list:
