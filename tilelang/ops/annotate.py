@@ -61,6 +61,8 @@ def annotate_layout(layout_map: dict) -> None:
         if list(map(int, buf.shape)) != list(layout.shape):
             raise TileOpError(f"T.annotate_layout: layout shape {layout.shape} does not match "
                               f"buffer {buf.name} of shape {R.fmt_shape(buf.shape)}")
+        if buf.scope() in ("shared", "shared.dyn"):
+            _check_injective(buf, layout)
         if buf.scope() == "global":
             # The public TileLang permutes the tensor's storage; kernels here read and write
             # global tensors row-major, so every kernel sees the same values through logical
@@ -69,6 +71,23 @@ def annotate_layout(layout_map: dict) -> None:
                         "stays row-major (the values seen through its indices are the same)",
                         buf.name)
         _T.evaluate(AnnotateLayout(buffer=buf, layout=encode(layout)).to_call())
+
+
+def _check_injective(buf, layout) -> None:
+    """Raise :class:`TileOpError` if ``layout`` stores two elements of shared tile ``buf`` in
+    one slot (aliased elements would silently overwrite each other)."""
+    if getattr(layout, "swizzled", False):
+        return  # the library's swizzles are permutations
+    hit = layout.collision()
+    if hit is None:
+        return
+    a, b, stored, count = hit
+    fmt = lambda v: "(" + ", ".join(map(str, v)) + ("," if len(v) == 1 else "") + ")"  # noqa
+    raise TileOpError(
+        f"T.annotate_layout: the layout of shared buffer `{buf.name}` must be injective (each "
+        f"element needs its own slot), but elements {fmt(a)} and {fmt(b)} both map to physical "
+        f"coordinates {fmt(stored)} ({count} of {layout.table()[1].shape[0]} elements share a "
+        f"slot with an earlier one)")
 
 
 def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any:
