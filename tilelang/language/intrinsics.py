@@ -230,6 +230,38 @@ def import_source(source: str) -> None:
         _T.evaluate(0)
 
 
+def dp4a(A: Any, B: Any, C: Any) -> None:
+    """``C += A[0] * B[0] + A[1] * B[1] + A[2] * B[2] + A[3] * B[3]`` (CUDA's ``__dp4a``): four
+    consecutive signed ``int8`` elements of ``A`` and of ``B`` (each a buffer, a slice or an
+    element: the four start there, along the last dimension) dotted in ``int32`` and added to
+    the ``int32`` element ``C`` (a buffer's first element, a slice's or an element).  Other
+    dtypes raise :class:`DSLTypeError` (a ``ValueError``)."""
+    from ..ops import region as R
+
+    starts = []
+    for role, x in (("A", A), ("B", B), ("C", C)):
+        try:
+            reg = R.region_of(x, "T.dp4a", role)
+        except Exception:
+            raise DSLTypeError(f"T.dp4a: {role} must be a buffer, a slice or an element of a "
+                               f"buffer, got {x!r}") from None
+        starts.append((R.buffer_of(reg), [r.min for r in reg.region]))
+    dtypes = [str(buf.dtype) for buf, _ in starts]
+    if dtypes[0] != "int8" or dtypes[1] != "int8" or dtypes[2] != "int32":
+        raise DSLTypeError(
+            f"T.dp4a requires signed int8 inputs A and B and an int32 accumulator C "
+            f"(A += int8 x int8 -> int32), got A {dtypes[0]}, B {dtypes[1]}, C {dtypes[2]}")
+    (a, ia), (b, ib), (c, ic) = starts
+
+    def lane(buf, idx, k):
+        return _T.Cast("int32", tirx.BufferLoad(buf, idx[:-1] + [idx[-1] + k]))
+
+    total = tirx.BufferLoad(c, ic)
+    for k in range(4):
+        total = total + lane(a, ia, k) * lane(b, ib, k)
+    _T.buffer_store(c, total, ic)
+
+
 def _same_as(fn, name: str):
     def intrinsic(x: Any) -> Any:
         dtype = str(getattr(x, "dtype", "float32"))
@@ -249,5 +281,5 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "import_source", "named_barrier_arrive",
-           "sync_grid", "sync_threads", *FAST_MATH]
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source",
+           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH]
