@@ -54,7 +54,9 @@ def _like_source(plan: list, output: tuple) -> tuple[int, bool] | None:
     variables) whose ``empty_like`` is the output, and whether it gives row-major strides by
     itself: it copies the strides of a contiguous input, which are the row-major ones unless a
     size is 0 or 1 (then ``memory_format=torch.contiguous_format`` is needed)."""
-    dtype, shape, _static = output
+    dtype, shape, _static, _exprs = output
+    if None in shape:  # a size given by an expression: evaluated by the binder
+        return None
     for (k, tensor, in_dtype, _s, _kind, _lo, _hi, p) in plan:
         if tensor and in_dtype is dtype and list(p.shape) == list(shape) and \
                 p.strides is None and p.pack == 1:
@@ -71,14 +73,14 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     cuda = binder.device_type == "cuda"
     tensors = [k for (k, tensor, *_rest) in plan if tensor]
     dynamic = any(expect[3] is None for expect in plan if expect[1]) or \
-        any(not static for (_d, _s, static) in binder._outputs)
+        any(not static for (_d, _s, static, _e) in binder._outputs)
     ns: dict[str, Any] = {"Tensor": torch.Tensor, "empty": torch.empty,
                           "empty_like": torch.empty_like, "contiguous": torch.contiguous_format,
                           "OutOfBoundsError": OutOfBoundsError, "devices": _Devices(binder.device_type)}
     # the signature: the shape of each input tensor (by input position; None for scalars and for
     # sizes not yet seen), then the shape of each output
     initial = tuple(expect[3] if expect[1] else None for expect in plan) + \
-        tuple(shape if static else None for (_d, shape, static) in binder._outputs)
+        tuple(shape if static else None for (_d, shape, static, _e) in binder._outputs)
     state = [initial]
     ns["state"] = state
 
@@ -100,7 +102,7 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
         else:  # no range known: the binder decides
             tests.append("False")
     outs = []
-    for j, (dtype, _shape, _static) in enumerate(binder._outputs):
+    for j, (dtype, _shape, _static, _exprs) in enumerate(binder._outputs):
         ns[f"odt{j}"] = dtype
         outs.append(f"o{j}")
     order = [f"a{k}" for k in range(n_in)]
@@ -140,7 +142,9 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     ret = "None" if not outs else outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
     lines.append(f"{body}return {ret}")
     lines.append("    return checked(fn, args)")
-    if not binder.direct:  # packed sub-byte tensors are passed as views: always the binder
+    if not binder.direct or binder.scalar_sized_outputs:
+        # packed sub-byte tensors are passed as views, and outputs sized by a scalar's value
+        # need it evaluated: always the binder
         lines = ["def launch(fn, args):", "    return checked(fn, args)"]
 
     def checked(fn: Callable, args: tuple) -> Any:

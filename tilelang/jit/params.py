@@ -34,6 +34,9 @@ class TensorParam:
     strides: list | None = None
     stride_types: list = field(default_factory=list)
     pack: int = 1
+    #: for each size given by an expression, its Python arithmetic over size-variable names
+    #: (``"m * 2 + 1"``), else ``None``: what sizes an output allocated by the call
+    shape_exprs: list | None = None
 
     def storage_shape(self, shape: Sequence[int]) -> list[int]:
         """The shape of the torch tensor holding a tensor of logical ``shape``."""
@@ -75,6 +78,38 @@ def _sizes(exprs) -> list:
     return out
 
 
+_ARITH = {tirx.Add: "+", tirx.Sub: "-", tirx.Mul: "*", tirx.FloorDiv: "//", tirx.FloorMod: "%"}
+
+
+def size_expr(e) -> str | None:
+    """``e`` (integer arithmetic over size variables) as Python arithmetic over their names,
+    or ``None`` for anything else."""
+    if isinstance(e, tirx.IntImm):
+        return str(int(e))
+    if isinstance(e, tirx.Var):
+        return e.name
+    if isinstance(e, tirx.Cast) and "int" in str(e.dtype):
+        return size_expr(e.value)
+    op = _ARITH.get(type(e))
+    fn = {tirx.Min: "min", tirx.Max: "max"}.get(type(e))
+    if op is None and fn is None:
+        return None
+    a, b = size_expr(e.a), size_expr(e.b)
+    if a is None or b is None:
+        return None
+    return f"({a} {op} {b})" if op else f"{fn}({a}, {b})"
+
+
+def expr_names(expr: str) -> set[str]:
+    """The size-variable names a ``size_expr`` text reads."""
+    return set(compile(expr, "<size>", "eval").co_names) - {"min", "max"}
+
+
+def eval_size(expr: str, sizes: dict) -> int:
+    """The value of a ``size_expr`` text with the bound ``sizes``."""
+    return int(eval(expr, {"__builtins__": {}, "min": min, "max": max}, sizes))  # noqa: S307
+
+
 def params_of(func: tirx.PrimFunc) -> list:
     out = []
     for p in func.params:
@@ -85,9 +120,12 @@ def params_of(func: tirx.PrimFunc) -> list:
                 raise KernelArgumentError(
                     f"parameter {p.name!r}: a {p.dtype} tensor needs at least one dimension "
                     f"(its last dimension packs {pack} elements per byte)")
-            out.append(TensorParam(p.name, p.dtype, _sizes(p.shape), torch_dtype(p.dtype),
+            shape = _sizes(p.shape)
+            exprs = [size_expr(e) if d is None else None for d, e in zip(shape, p.shape)] \
+                if None in shape else None
+            out.append(TensorParam(p.name, p.dtype, shape, torch_dtype(p.dtype),
                                    [str(s.ty) for s in p.shape], strides,
-                                   [str(s.ty) for s in p.strides], pack))
+                                   [str(s.ty) for s in p.strides], pack, exprs))
         elif isinstance(p.ty, tvm.ir.PointerType):
             out.append(ScalarParam(p.name, POINTER))
         else:
@@ -152,10 +190,11 @@ class ArgumentBinder:
             if not isinstance(p, TensorParam):
                 raise KernelArgumentError(f"{kernel_name}: out_idx names scalar parameter "
                                           f"{p.name!r}; only tensors can be outputs")
-            if any(s is None for s in p.shape):
+            if any(s is None and (p.shape_exprs is None or p.shape_exprs[d] is None)
+                   for d, s in enumerate(p.shape)):
                 raise KernelArgumentError(
                     f"{kernel_name}: output {p.name!r} has shape {fmt(p.shape)} with a size "
-                    "expression; outputs need sizes that are constants or size variables")
+                    "that is not integer arithmetic (+ - * // % min max) over size variables")
             if p.strides is not None and p.strides != _row_major(p.shape):
                 raise KernelArgumentError(
                     f"{kernel_name}: output {p.name!r} has strides {fmt(p.strides)}, which "
@@ -167,15 +206,29 @@ class ArgumentBinder:
                     f"{p.shape[-1]}, not a multiple of the {p.pack} elements a byte packs")
         known = {s for i in self.inputs if isinstance(params[i], TensorParam)
                  for s in params[i].shape if isinstance(s, str)}
+        #: integer scalar inputs whose values sizes may use: (argument position, name)
+        self._size_scalars = [(k, params[i].name) for k, i in enumerate(self.inputs)
+                              if isinstance(params[i], ScalarParam)
+                              and params[i].dtype.startswith(("int", "uint"))]
+        scalar_names = {name for _, name in self._size_scalars}
+        known |= scalar_names
+        #: whether an output's size depends on a scalar's value (the launcher's fast path,
+        #: which keys on tensor shapes only, must then leave every call to ``bind``)
+        self.scalar_sized_outputs = False
         for i in out_idx:
-            for s in params[i].shape:
-                if isinstance(s, str) and s not in known:
-                    raise KernelArgumentError(
-                        f"{kernel_name}: size {s!r} of output {params[i].name!r} appears in no "
-                        "input tensor, so it cannot be bound at call time")
+            p = params[i]
+            used = {s for s in p.shape if isinstance(s, str)}
+            for e in p.shape_exprs or []:
+                used |= expr_names(e) if e is not None else set()
+            self.scalar_sized_outputs |= bool(used & scalar_names)
+            for s in sorted(used - known):
+                raise KernelArgumentError(
+                    f"{kernel_name}: size {s!r} of output {p.name!r} appears in no input "
+                    "tensor or integer scalar, so it cannot be bound at call time")
         self._plan = [_expectation(k, params[i]) for k, i in enumerate(self.inputs)]
         self._outputs = [(params[i].torch_dtype, tuple(params[i].shape),
-                          all(isinstance(s, int) for s in params[i].shape)) for i in out_idx]
+                          all(isinstance(s, int) for s in params[i].shape),
+                          params[i].shape_exprs) for i in out_idx]
         # where each output goes among the arguments, inserted in ascending position
         self._insert = sorted((i, j) for j, i in enumerate(out_idx))
         self._cuda = device_type == "cuda"
@@ -224,9 +277,17 @@ class ArgumentBinder:
         full = list(args) if values is None else values
         outs = []
         device = self._device(index)
-        for dtype, shape, static in self._outputs:
+        if self._size_scalars:
+            for k, name in self._size_scalars:
+                sizes[name] = int(full[k])
+        for dtype, shape, static, exprs in self._outputs:
             if not static:
-                shape = [s if isinstance(s, int) else sizes[s] for s in shape]
+                shape = [s if isinstance(s, int) else sizes[s] if isinstance(s, str)
+                         else eval_size(exprs[d], sizes) for d, s in enumerate(shape)]
+                if any(s < 0 for s in shape):
+                    raise KernelArgumentError(
+                        f"{self.kernel_name}: an output's shape evaluates to {shape} for the "
+                        f"sizes {sizes}: a negative size")
             outs.append(shape)
         passed = list(outs)
         for j, i in enumerate(self.out_idx):
