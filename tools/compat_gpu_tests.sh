@@ -35,7 +35,7 @@ run_chunk() {
 }
 export -f run_chunk; export OUTD C
 xargs -P 14 -d '\n' -I{} bash -c 'run_chunk "{}"' < "$OUTD/chunks.txt"
-python3 - "$OUTD" <<'PY'
+python3 - "$OUTD" <<'PY' | tee "$OUTD/summary.txt"
 import glob, os, sys, xml.etree.ElementTree as ET
 outd = sys.argv[1]
 want = set(" ".join(open(f"{outd}/chunks.txt").read().split()).split())
@@ -49,7 +49,8 @@ for xml in glob.glob(f"{outd}/chunks/*.xml"):
         else:
             msg = (bad[0].get("message") or bad[0].tag).splitlines()
             failed[tid] = (msg[0] if msg else bad[0].tag)[:150]
-summary = open(f"{outd}/chunks/summary.txt").read().splitlines()
+summary_file = f"{outd}/chunks/summary.txt"
+summary = open(summary_file).read().splitlines() if os.path.exists(summary_file) else []
 for line in sorted(summary, key=lambda s: -int(s.split()[1][:-1]))[:8]:
     print("slowest:", line[:170])
 for line in summary:
@@ -60,3 +61,5 @@ for tid in sorted(failed):
         print("FAIL", tid, "|", failed[tid])
 print(f"public-surface cases: {len(want & got)} passed, {len(want - got)} did not (of {len(want)})")
 PY
+# one archive instead of two files per chunk (the device tool returns a limited number of files)
+(cd "$OUTD" && tar -czf chunks.tgz chunks && rm -rf chunks)
