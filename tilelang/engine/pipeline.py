@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LegalizeNegativeIndex -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
     TVM's "tirx" pipeline
@@ -32,9 +32,11 @@ def tile_passes() -> list[tvm.transform.Pass]:
     """tilelang's own passes, in order."""
     from ..language.view import CheckTileViews
     from ..language.reducer import CheckReducerEpochs
+    from ..transform.host_assumptions import CheckHostAssumptions
 
     return [
         tl_transform.LegalizeNegativeIndex(),
+        CheckHostAssumptions(),
         scalar_bindings.ScalarBindings(),
         CheckTileViews(),
         CheckReducerEpochs(),

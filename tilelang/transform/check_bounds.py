@@ -191,7 +191,9 @@ class _Checker:
             return seq([self.take(), tirx.Evaluate(value, span=s.span)])
         if isinstance(s, tirx.AssertStmt):
             cond = self.expr(s.condition)
-            return seq([self.take(), tirx.AssertStmt(s.kind, cond, s.message_parts,
+            # TVM 0.27's constructor takes the condition first (its Python wrapper's
+            # parameter names say otherwise)
+            return seq([self.take(), tirx.AssertStmt(cond, s.error_kind, s.message_parts,
                                                      span=s.span)])
         return s
 
