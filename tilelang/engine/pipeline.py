@@ -1,7 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
     LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
     TVM's "tirx" pipeline
 
@@ -23,7 +23,7 @@ from tvm.tirx import compilation_pipeline as _cp
 from .. import transform as tl_transform
 from ..transform import (bool_vectors, check_bounds, debug_barriers, legal_loops, pass_config,
                          round_storage, safe_global_access, scalar_bindings, subbyte_access,
-                         warp_specialize)
+                         vector_casts, warp_specialize)
 
 NAME = "tilelang"
 
@@ -46,6 +46,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),
         tl_transform.LowerParallelLoops(),
+        vector_casts.VectorizeCastLoops(),
         tl_transform.InjectAsyncWaits(),
         tl_transform.LowerAsyncResources(),
         tl_transform.ElideProxyFences(),
@@ -91,6 +92,7 @@ def stock_passes() -> list[tvm.transform.Pass]:
         passes.append(tirx.transform.CommonSubexprElim())
     passes += [
         tirx.transform.FP8ComputeLegalize(),
+        vector_casts.LowerVectorCasts(),  # vector casts -> paired conversions (CUDA)
         tirx.transform.VerifyMemory(),
         tirx.transform.AnnotateEntryFunc(),
         # a raw ``T.tvm_thread_allreduce`` (under its ``reduce_scope`` comm_reducer) becomes

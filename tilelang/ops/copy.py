@@ -134,7 +134,7 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
         vec = _capped(op, min(loops.vector_width([r], ctx.analyzer, max_bytes=16)
                               for r in (op.src, op.dst)))
         return loops.with_layout(elementwise_copy(op, ctx, whole=whole), ctx.layout(buf), vec)
-    vec = _capped(op, loops.vector_width([op.src, op.dst], ctx.analyzer))
+    vec = _capped(op, _vector_width(op, ctx))
     shape = [R.as_int(e) for e in op.shape()]
     # a single element: a one-element nest over the destination's (unit) dims
     whole = None if shape else 1
@@ -142,7 +142,8 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
         shape = [R.as_int(e) for e in R.extents(op.dst)]
     if any(e is None for e in shape):
         raise LoweringError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
-    if ctx.async_copy and s_scope == "global" and d_scope.startswith("shared"):
+    converts = R.buffer_of(op.src).dtype != R.buffer_of(op.dst).dtype  # cp.async moves bytes
+    if ctx.async_copy and not converts and s_scope == "global" and d_scope.startswith("shared"):
         nbytes = vec * loops.elem_bytes(R.buffer_of(op.dst).dtype)
         if nbytes in (4, 8, 16):
             return _cp_async(op, ctx, shape, vec, nbytes)
@@ -150,6 +151,18 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 
     return loops.with_layout(elementwise_copy(op, ctx, whole=whole),
                              elementwise(shape, ctx.num_threads, vec), vec)
+
+
+def _vector_width(op: Copy, ctx: LowerContext) -> int:
+    """The vector width of a copy between global/shared tiles: a copy converting element types
+    with a paired conversion (``tilelang.device.casts``) moves each side in its own vectors and
+    converts them a pair of lanes at a time; other copies move vectors both sides share."""
+    from ..device.casts import pair_conversion
+
+    src, dst = R.buffer_of(op.src).dtype, R.buffer_of(op.dst).dtype
+    if src != dst and pair_conversion(src, dst, ctx.target):
+        return min(loops.vector_width([r], ctx.analyzer) for r in (op.src, op.dst))
+    return loops.vector_width([op.src, op.dst], ctx.analyzer)
 
 
 def _capped(op: Copy, vec: int) -> int:

@@ -113,7 +113,8 @@ def warp_grid(policy: int, m: int, n: int, num_warps: int, op: str = "T.gemm") -
     grids = partitions(policy, m, n, num_warps, 16, 8)
     if not grids:
         raise LoweringError(
-            f"{op}: a {m}x{n} tile cannot be split over {num_warps} warps with policy "
+            f"{op}: No valid warp partition: a {m}x{n} tile cannot be split over {num_warps} "
+            f"warps with policy "
             f"{GemmWarpPolicy(policy).name} (each warp needs a multiple of 16 rows and 8 "
             f"columns, so M must be a multiple of 16 and N of 8, and M / 16 x N / 8 at least "
             f"{num_warps}); use a larger tile or fewer threads")

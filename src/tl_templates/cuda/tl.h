@@ -2,6 +2,7 @@
 #pragma once
 #include "common.h"
 #include "atomic.h"
+#include "cast.h"
 #include "copy_sm80.h"
 #include "gemm_sm80.h"
 #include "gemm_sm90.h"

@@ -82,7 +82,8 @@ def test_wg_wait_leaves_a_group_in_flight_and_waits_before_the_use():
     body = src[src.index("__global__"):]
     first_wait = body.index("wait_group_sync_aligned_1")
     zero = body.index("wait_group_sync_aligned_0", first_wait)
-    cast = body.index("(half)", first_wait)  # S -> P reads the accumulator
+    # S -> P reads the accumulator (a paired float -> half conversion)
+    cast = body.index("tl::cvt_pair<__float22half2_rn>", first_wait)
     assert first_wait < zero < cast
 
 
@@ -93,5 +94,6 @@ def test_accumulator_is_stored_two_halves_at_a_time():
 
     text = ptx(matmul(256, 256, 256, 128, 128, 64, num_stages=3))
     stores = re.findall(r"st\.global[.\w]*", text)
-    assert stores and set(stores) == {"st.global.v2.u16"}, sorted(set(stores))
+    # (a half2 from a paired conversion goes out as one 32-bit word)
+    assert stores and set(stores) <= {"st.global.v2.u16", "st.global.u32"}, sorted(set(stores))
     assert len(stores) == 128 * 128 // 128 // 2  # 64 per thread: 128 elements in pairs
