@@ -71,7 +71,7 @@ class LayoutContext(Protocol):
     A demand that contradicts an earlier one raises ``LoweringError`` naming both."""
 
     target: Target | None
-    num_threads: int  # threads of the block the fragments are spread over
+    num_threads: int  # threads of the op's thread group (the block, T.ws, a warp-group branch)
     config: dict  # the pass configuration in force (string keys)
 
     def layout(self, buf) -> Any:

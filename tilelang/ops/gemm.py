@@ -443,8 +443,8 @@ def recorded_plan(op: Gemm, ctx: LowerContext) -> "MmaPlan | WgmmaPlan":
     if plan.warps != warps:
         raise LoweringError(
             f"T.gemm runs on {ctx.group} ({warps} warps), but its layouts were inferred for "
-            f"{plan.warps} warps (layout inference is per block); run the gemm on the whole "
-            "block")
+            f"{plan.warps} warps; LayoutInference plans each gemm for the thread group of the "
+            "code it is in (run it again after moving the gemm)")
     return plan
 
 

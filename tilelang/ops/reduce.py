@@ -198,41 +198,70 @@ def _unit(e) -> bool:
     return R.as_int(e) == 1
 
 
-def src_indices(op: Reduce, outer: list, r) -> list:
-    full = list(outer[: op.dim]) + [r] + list(outer[op.dim:])
-    return [rg.min + v for rg, v in zip(op.src.region, full)]
-
-
 @Reduce.lowering("cpu")
 def _reduce_cpu(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     """Per kept coordinate: start from the identity (or ``dst``), fold the source line in
     order, store the result."""
-    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    dst = R.buffer_of(op.dst)
     at = accum_dtype(op.kind, dst.dtype)
-    acc = tirx.decl_buffer([1], at, f"{dst.name}_acc", scope="local")
-    n = R.extents(op.src)[op.dim]
+    return _serial_fold(op, at, lambda which, a, b: cpu_extreme(which, a, b,
+                                                                bool(op.nan_propagate)))
 
-    def extreme(which, a, b):
-        return cpu_extreme(which, a, b, bool(op.nan_propagate))
+
+def _serial_fold(op: Reduce, at: str, extreme, pair=None) -> tirx.Stmt:
+    """The reduction as one thread's loops: per kept coordinate, an accumulator of dtype
+    ``at`` starts from the identity (or ``dst``), folds the source line in order and is
+    stored to ``dst``.  With ``pair`` (a :class:`_Pair`), the innermost source dim is walked
+    two elements at a time in one two-lane accumulator (see :func:`_pairs`)."""
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    sshape = list(R.extents(op.src))
+    last = len(sshape) - 1
+    lanes = 2 if pair is not None else 1
+    acc = tirx.decl_buffer([1], at if lanes == 1 else f"{at}x{lanes}", f"{dst.name}_acc",
+                           scope="local")
+    n = sshape[op.dim] if op.dim != last else sshape[op.dim] // lanes
+    kept = [e if k != last else e // lanes for k, e in enumerate(sshape) if k != op.dim]
+
+    def load(outer, r, lane):
+        full = list(outer[: op.dim]) + [r] + list(outer[op.dim:])
+        full[last] = full[last] * lanes + lane
+        return loops.cast(tirx.BufferLoad(src, [rg.min + v for rg, v in
+                                                zip(op.src.region, full)]), at)
+
+    def store(outer, lane, value):
+        """``dst`` at the kept coordinate ``outer`` (its innermost one widened by ``lane``
+        when the pairs run along a kept dim), folded with the old value if not clearing."""
+        if lanes > 1 and op.dim != last:
+            outer = list(outer[:-1]) + [outer[-1] * lanes + lane]
+        di = dst_indices(op, outer)
+        if not op.clear:
+            value = combine(_fold_kind(op.kind), loops.cast(tirx.BufferLoad(dst, di), at),
+                            value, extreme)
+        return tirx.BufferStore(dst, loops.cast(value, dst.dtype), di)
 
     def body(outer):
-        di = dst_indices(op, outer)
-        start = identity(op.kind, at) if op.clear else \
-            loops.cast(tirx.BufferLoad(dst, di), at)
-        fold = loops.loop_nest(
-            [n],
-            lambda rv: tirx.BufferStore(
-                acc,
-                combine(op.kind, tirx.BufferLoad(acc, [0]),
-                        loops.cast(tirx.BufferLoad(src, src_indices(op, outer, rv[0])), at),
-                        extreme),
-                [0]),
-            kind=loops.SERIAL, prefix="r")
-        return tirx.SeqStmt([tirx.BufferStore(acc, start, [0]), fold,
-                             tirx.BufferStore(dst, loops.cast(tirx.BufferLoad(acc, [0]),
-                                                              dst.dtype), di)])
+        a = tirx.BufferLoad(acc, [0])
+        if lanes == 1:
+            start = identity(op.kind, at) if op.clear else \
+                loops.cast(tirx.BufferLoad(dst, dst_indices(op, outer)), at)
+            step = lambda rv: combine(op.kind, a, load(outer, rv[0], 0), extreme)  # noqa: E731
+            finish = [tirx.BufferStore(dst, loops.cast(a, dst.dtype), dst_indices(op, outer))]
+        else:
+            start = tirx.Broadcast(identity(op.kind, at), lanes)
+            step = lambda rv: pair.fold(a, tirx.Shuffle(  # noqa: E731
+                [load(outer, rv[0], k) for k in range(lanes)],
+                [tirx.const(k, "int32") for k in range(lanes)]))
+            halves = [tirx.Shuffle([a], [tirx.const(k, "int32")]) for k in range(lanes)]
+            if op.dim == last:  # both lanes hold partial results of one line
+                finish = [store(outer, 0, combine(_fold_kind(op.kind), halves[0], halves[1],
+                                                  extreme))]
+            else:  # each lane holds the result of its own line
+                finish = [store(outer, k, h) for k, h in enumerate(halves)]
+        fold = loops.loop_nest([n], lambda rv: tirx.BufferStore(acc, step(rv), [0])
+                               if lanes == 1 else step(rv), kind=loops.SERIAL, prefix="r")
+        return tirx.SeqStmt([tirx.BufferStore(acc, start, [0]), fold, *finish])
 
-    nest = loops.loop_nest(_kept(op), body, kind=loops.SERIAL, prefix="o")
+    nest = loops.loop_nest(kept, body, kind=loops.SERIAL, prefix="o")
     return tirx.SeqStmt([tirx.AllocBuffer(acc), nest])
 
 
@@ -309,6 +338,58 @@ def _check_line_threads(op: Reduce, ls, src) -> None:
             f"count to a power of two)")
 
 
+_THREAD_LOCAL = ("local", "local.var")
+_PAIR_OPS = {"sum": "add2", "abssum": "add2", "max": "max2", "absmax": "max2", "min": "min2"}
+
+
+class _Pair:
+    """Two-lane folding of 16-bit floats on CUDA (``tl.device.fold_pair``): ``add2``,
+    ``max2``, ``min2`` (``_nan`` forms to propagate NaN), of ``|x|`` for the abs kinds."""
+
+    def __init__(self, kind: str, propagate: bool):
+        fn = _PAIR_OPS[kind]
+        self.fn = fn + "_nan" if propagate and fn != "add2" else fn
+        self.absolute = kind in ("abssum", "absmax")
+
+    def fold(self, acc, x) -> tirx.Stmt:
+        """``acc = fn(acc, x)``: ``acc`` is the accumulator element (a ``BufferLoad``)."""
+        from ..device.pair_fold import fold_pair
+
+        return tirx.Evaluate(fold_pair(self.fn, acc, x, self.absolute))
+
+
+def _pairs(op: Reduce, dt: str) -> _Pair | None:
+    """The two-lane fold for a per-thread reduction, or ``None`` (fold one element at a
+    time): the source and the accumulator are the same 16-bit float and the innermost
+    source dim has a constant even extent, so it is walked in pairs of neighbours (pairs of
+    the reduced line when it is the reduced dim, else pairs of neighbouring lines)."""
+    src = R.buffer_of(op.src)
+    inner = R.as_int(R.extents(op.src)[-1])
+    if dt not in _NATIVE_16 or str(src.dtype) != dt or inner is None or inner % 2:
+        return None
+    return _Pair(op.kind, bool(op.nan_propagate))
+
+
+def _is_thread_local(op: Reduce, ctx: LowerContext) -> bool:
+    return R.buffer_of(op.src).scope() in _THREAD_LOCAL
+
+
+@Reduce.lowering("cuda", when=_is_thread_local)
+def _reduce_cuda_thread_local(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
+    """A per-thread source (``T.alloc_local`` / ``T.alloc_var``): every thread reduces its own
+    elements in registers, serially, into its own per-thread destination; no thread talks to
+    another.  16-bit floats fold two elements per instruction (:func:`_pairs`)."""
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    if dst.scope() not in _THREAD_LOCAL:
+        raise LoweringError(
+            f"T.reduce_{op.kind}({src.name}, {dst.name}) on CUDA: source {src.name} is "
+            f"per-thread ({src.scope()}), so each thread reduces its own elements and the "
+            f"destination must be per-thread too (T.alloc_local / T.alloc_var); {dst.name} is "
+            f"in {dst.scope()}")
+    dt = cuda_accum_dtype(op.kind, dst.dtype)
+    return _serial_fold(op, dt, cuda_extreme(bool(op.nan_propagate)), _pairs(op, dt))
+
+
 @Reduce.lowering("cuda")
 def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     """Each thread folds its own elements into a register copy of the result row, the threads
@@ -324,8 +405,9 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
     name = f"T.reduce_{op.kind}"
     for b, what in ((src, "source"), (dst, "destination")):
         if b.scope() not in _SCOPES:
-            raise LoweringError(f"{name} on CUDA reduces fragments and shared tiles; {what} "
-                                f"{b.name} is in {b.scope()}")
+            raise LoweringError(f"{name} on CUDA reduces a fragment or shared tile into a "
+                                f"fragment or shared tile (or a per-thread local buffer into "
+                                f"a per-thread one); {what} {b.name} is in {b.scope()}")
     src_frag, dst_frag = src.scope() == "local.fragment", dst.scope() == "local.fragment"
     if (src_frag and not R.same_shape(R.extents(op.src), src.shape)) or \
             (dst_frag and not R.same_shape(R.extents(op.dst), dst.shape)):

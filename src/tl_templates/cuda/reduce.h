@@ -28,6 +28,18 @@ TL_DEVICE half min_nan(half a, half b) { return __hmin_nan(a, b); }
 TL_DEVICE __nv_bfloat16 max_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax_nan(a, b); }
 TL_DEVICE __nv_bfloat16 min_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin_nan(a, b); }
 
+// A thread folding its own registers two at a time: *acc = op(*acc, x) on both lanes of a
+// half2 / __nv_bfloat162 pair with one instruction (tl.device.fold_pair). max2/min2 ignore a
+// NaN operand like max_of; the _nan forms propagate it; abs_* fold |x|.
+template <typename P> TL_DEVICE void add2(P* acc, P x) { *acc = __hadd2(*acc, x); }
+template <typename P> TL_DEVICE void max2(P* acc, P x) { *acc = __hmax2(*acc, x); }
+template <typename P> TL_DEVICE void min2(P* acc, P x) { *acc = __hmin2(*acc, x); }
+template <typename P> TL_DEVICE void max2_nan(P* acc, P x) { *acc = __hmax2_nan(*acc, x); }
+template <typename P> TL_DEVICE void min2_nan(P* acc, P x) { *acc = __hmin2_nan(*acc, x); }
+template <typename P> TL_DEVICE void abs_add2(P* acc, P x) { add2(acc, __habs2(x)); }
+template <typename P> TL_DEVICE void abs_max2(P* acc, P x) { max2(acc, __habs2(x)); }
+template <typename P> TL_DEVICE void abs_max2_nan(P* acc, P x) { max2_nan(acc, __habs2(x)); }
+
 struct SumOp {
   template <typename T> TL_DEVICE static T apply(T a, T b) { return a + b; }
 };
