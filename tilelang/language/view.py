@@ -125,11 +125,165 @@ def reshaped_layout(layout: Any, src: Any, dst: Any, why: str = "") -> Any:
     return out
 
 
+def _dims(buf) -> list[int]:
+    return [int(s) for s in buf.shape]
+
+
+def _linear(idx, shape):
+    off = 0
+    for i, s in zip(idx, shape):
+        off = off * s + i
+    return off
+
+
+def _div(a, b):
+    return a // b if isinstance(a, int) else tirx.floordiv(a, b)
+
+
+def _mod(a, b):
+    return a % b if isinstance(a, int) else tirx.floormod(a, b)
+
+
+def _unravel(v, shape) -> list:
+    """The row-major index of ``v`` in ``shape`` (the first dim is not wrapped: ``v`` is in
+    range)."""
+    out = []
+    for s in reversed(shape[1:]):
+        out.append(_mod(v, s) if s != 1 else 0)
+        v = _div(v, s) if s != 1 else v
+    return ([v] + list(reversed(out))) if shape else []
+
+
+def _regroup(idx, dst_shape, dst_bits, src_shape, src_bits):
+    """The element of ``src`` holding the first bit of element ``idx`` of ``dst`` (both
+    row-major over the same bits), and the offset of ``dst``'s element in it, in ``dst``
+    elements (0 unless ``dst`` is narrower).  Dims are matched group by group, a group
+    ending where both shapes have a dim boundary at the same bit, so that the index of a
+    plain reshape stays a per-dim expression."""
+    def strides(shape, bits):  # bits below each dim boundary, outermost first
+        out, acc = [], bits
+        for s in reversed(shape):
+            out.append(acc)
+            acc *= s
+        return [acc] + list(reversed(out))  # len(shape) + 1 boundaries
+
+    bd, bs = strides(dst_shape, dst_bits), strides(src_shape, src_bits)
+    common = sorted(set(bd) & set(bs), reverse=True)
+    out, i, j = [], 0, 0
+    for lo in common[1:]:
+        i2, j2 = bd.index(lo), bs.index(lo)
+        v = _linear(idx[i:i2], dst_shape[i:i2])
+        out += _unravel(v, src_shape[j:j2])
+        i, j = i2, j2
+    # the dims below the last common boundary: the element sizes differ here
+    w = _linear(idx[i:], dst_shape[i:])
+    if dst_bits <= src_bits:
+        r = src_bits // dst_bits
+        out += _unravel(_div(w, r) if r > 1 else w, src_shape[j:])
+        return out, (_mod(w, r) if r > 1 else 0)
+    out += _unravel(w * (dst_bits // src_bits), src_shape[j:])
+    return out, 0
+
+
+def _row_major_offsets(layout, shape) -> Any:
+    """The stored element offset of each element of a tile of ``shape`` laid out by
+    ``layout``, in row-major order of the logical index (numpy), or ``None``."""
+    import numpy as np
+
+    table = layout.table()
+    if table is None:
+        return None
+    _, stored = table
+    oshape = [int(x) for x in layout.output_shape]
+    off = np.zeros(stored.shape[0], dtype=np.int64)
+    for d, s in enumerate(oshape):
+        off = off * s + stored[:, d]
+    return off
+
+
+def shared_view_layout(layout: Any, src: Any, dst: Any) -> Any:
+    """The layout of shared buffer ``dst`` where ``src`` and ``dst`` are views of the same
+    bytes (one a ``T.view`` / ``T.reshape`` of the other, in row-major order) and ``src`` is
+    stored by ``layout`` (``None``: row-major): each element of ``dst`` is stored on the bytes
+    its bytes have in ``src``.  ``None`` when that is row-major.  A swizzle whose rows keep
+    their bytes gives the swizzle of ``dst``'s rows (same panels in bytes).  ``LoweringError``
+    when an element of ``dst`` wider than ``src``'s would span bytes that ``layout`` does not
+    keep together and in order."""
+    import numpy as np
+
+    from ..errors import LoweringError
+    from ..layout.layout import Layout
+    from ..layout.swizzle import SwizzledLayout, can_swizzle
+
+    if layout is None:
+        return None
+    ds, ss = _dims(dst), _dims(src)
+    db, sb = tvm.DataType(dst.dtype).bits, tvm.DataType(src.dtype).bits
+    if isinstance(layout, SwizzledLayout) and ds[:-1] == ss[:-1] and db <= 128 and \
+            128 % db == 0 and (layout.panel * sb) % db == 0:
+        panel = layout.panel * sb // db
+        if ds[-1] % panel == 0 and can_swizzle(panel, str(dst.dtype)):
+            return SwizzledLayout(ds, str(dst.dtype), panel)  # the same chunks, moved alike
+    offsets = _row_major_offsets(layout, ss)
+    if offsets is not None and np.array_equal(offsets, np.arange(offsets.size)):
+        return None  # row-major after all
+    if db > sb:
+        r = db // sb
+        ok = offsets is not None
+        if ok:
+            groups = offsets.reshape(-1, r)
+            ok = bool(np.all(groups == groups[:, :1] + np.arange(r)) and
+                      np.all(groups[:, 0] % r == 0))
+        if not ok:
+            raise LoweringError(
+                f"{dst.name} {tuple(ds)} {dst.dtype} and {src.name} {tuple(ss)} {src.dtype} "
+                f"are views of the same shared bytes, but the layout of {src.name} ({layout}) "
+                f"does not keep the {r} {src.dtype} elements under each {dst.dtype} element "
+                "together and in order (a swizzle moves whole 16-byte chunks; a custom layout "
+                "must store each such group contiguously, aligned to its size); lay the tile "
+                f"out in row-major or swizzled order, or view it as {src.dtype}")
+    oshape = [int(x) for x in layout.output_shape]
+
+    def fn(*idx):
+        sidx, sub = _regroup(list(idx), ds, db, ss, sb)
+        off = _linear(layout.map(*sidx), oshape)
+        if db <= sb:
+            return [off * (sb // db) + sub]
+        return [tirx.floordiv(off, db // sb)]
+
+    return _as_swizzle(Layout(ds, fn), dst)
+
+
+def _as_swizzle(layout: Any, buf: Any) -> Any:
+    """``layout`` of shared buffer ``buf``, or the swizzle of ``buf`` (sm80 or TMA/GMMA)
+    that stores every element alike, so that TMA, wgmma and the planner's alignment see it as
+    one."""
+    import numpy as np
+
+    from ..layout.swizzle import GMMA_SWIZZLES, make_gmma_swizzled_layout, make_swizzled_layout
+
+    shape = _dims(buf)
+    if len(shape) < 2:
+        return layout
+    candidates = [make_swizzled_layout(buf)]
+    for sbytes in GMMA_SWIZZLES:
+        try:
+            candidates.append(make_gmma_swizzled_layout(shape, str(buf.dtype), sbytes))
+        except ValueError:
+            continue
+    have = _row_major_offsets(layout, shape)
+    for c in candidates:
+        if getattr(c, "swizzled", False) and have is not None and \
+                np.array_equal(have, _row_major_offsets(c, shape)):
+            return c
+    return layout
+
+
 def _check_tile_views(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """On CUDA, a view of a fragment shares the fragment's registers, so it must keep the
-    element size (a view that changes it is refused); views of shared tiles are refused
-    (the CUDA passes place and lay out each shared tile by itself, so a second buffer over
-    its memory would not follow it)."""
+    element size (a view that changes it is refused); a view of a shared tile is the tile's
+    bytes (laid out through the tile's layout by LayoutInference and PlanSharedMemory), so
+    both need constant shapes."""
     from ..engine.target import is_cpu
     from ..errors import LoweringError
     from ..transform.passes import target_of
@@ -145,9 +299,12 @@ def _check_tile_views(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 f"{v.name} is a T.view of the fragment {tile.name} as {v.dtype} (from "
                 f"{tile.dtype}); on CUDA a fragment's view shares its registers one element "
                 "each, so it must keep the element size (view a shared or local copy instead)")
-        raise LoweringError(f"{v.name} is a T.view/T.reshape of the {tile.scope()} tile "
-                            f"{tile.name}; on CUDA only views of tensors, fragments and "
-                            "per-thread (T.alloc_local) buffers are supported so far")
+        for b in (tile, v):
+            if not all(isinstance(x, tirx.IntImm) for x in b.shape):
+                raise LoweringError(
+                    f"{v.name} is a T.view/T.reshape of the shared tile {tile.name}, and "
+                    f"{b.name} has shape {list(b.shape)}; on CUDA shared tiles and their views "
+                    "need constant shapes")
     return func
 
 

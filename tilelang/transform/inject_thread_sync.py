@@ -40,6 +40,7 @@ from ..errors import LoweringError
 from ..ir_utils import map_kernels, uses_var
 from .lower_parallel_loops import PARTITIONED
 from .passes import function_pass, target_of
+from .plan_shared_memory import planned_views
 from .thread_branches import BRANCHES_ATTR, branch_regions
 
 SHARED = ("shared", "shared.dyn")
@@ -69,7 +70,7 @@ def _contains_barrier(stmt) -> bool:
     return bool(hit)
 
 
-def _rw(stmt) -> tuple[set, set, bool]:
+def _rw(stmt, aliases: dict | None = None) -> tuple[set, set, bool]:
     """Shared tiles ``stmt`` reads and writes, and whether it synchronizes its group at
     entry (a device op that does so before its own accesses).  An asynchronous write counts
     when ``stmt`` also waits on the mechanism it completes on (a TMA load waited for in the
@@ -112,6 +113,8 @@ def _rw(stmt) -> tuple[set, set, bool]:
                                    (tirx.BufferStore, on_store)], order="pre")
     for mech in waited:
         writes |= pending.get(mech, set())
+    if aliases:  # a view of a tile (T.view / T.reshape) is the tile's bytes
+        reads, writes = ({aliases.get(k, k) for k in ks} for ks in (reads, writes))
     return reads, writes, bool(entry)
 
 
@@ -159,8 +162,9 @@ class _State:
 
 
 class _Sync:
-    def __init__(self, tx, block: ThreadGroup):
+    def __init__(self, tx, block: ThreadGroup, aliases: dict | None = None):
         self.tx = tx
+        self.aliases = aliases  # view key -> key of the tile it is the bytes of
         self.block = block
         self.ids = BarrierIds(block)
         self.group = block  # the group running the code being analysed
@@ -207,7 +211,7 @@ class _Sync:
                 body, end = self.stmt(s.body, st.union(end.without_origins()))
                 return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                                  s.annotations, s.step), st.union(end))
-        r, w, entry = _rw(s)
+        r, w, entry = _rw(s, self.aliases)
         if entry:
             st = _State()
         elif st.conflicts(r, w):
@@ -257,7 +261,7 @@ class _Sync:
             body, _ = self.stmt(cond.then_case, _State())
         finally:
             self.group = old
-        r, w, _ = _rw(cond.then_case)
+        r, w, _ = _rw(cond.then_case, self.aliases)
         return (tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
                               tirx.IfThenElse(cond.condition, body, cond.else_case)), (r, w))
 
@@ -356,7 +360,7 @@ def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     def one(kernel):  # each T.Kernel synchronizes its own block
         tx, ext = _thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
-        body, _ = _Sync(tx, block).stmt(kernel, _State())
+        body, _ = _Sync(tx, block, planned_views(kernel)).stmt(kernel, _State())
         return body
 
     return func.with_body(map_kernels(func.body, one))

@@ -35,7 +35,7 @@ from ..errors import LoweringError, source_location
 from ..layout import codec
 from ..layout.swizzle import SwizzledLayout
 from ..layout.fragment import REG, Factor, Fragment, elementwise, is_replicated, replicated
-from ..language.view import reshaped_layout, viewed_buffer
+from ..language.view import reshaped_layout, shared_view_layout, viewed_buffer
 from ..ir_utils import StmtMutator, map_kernels, peel_parallel, uses_var
 from ..ops import decode
 from ..ops import region as R
@@ -96,6 +96,7 @@ class _State:
         self.shared_layouts: dict = {}  # shared buffer key -> encoded Layout (resolved)
         self.recorded: dict = {}  # op's Evaluate key -> the op with its decisions recorded
         self.views: dict = {}  # key of a T.view/T.reshape of a fragment -> (view, viewed)
+        self.shared_views: dict = {}  # key of a view of a shared tile -> (view, the tile)
         self.changed = False
 
     def demand(self, buf, layout: Fragment, why: str):
@@ -151,6 +152,7 @@ class _State:
     def resolve_shared(self) -> set:
         """Settle the shared tiles' demands: ``shared_layouts`` gets the layouts applied as
         index maps; returns the keys of the tiles stored in the sm80 swizzle."""
+        self._onto_viewed_tiles()
         shared_layouts = dict(self.user_shared)
         swizzle = set(self.swizzled)
         for k, (text, buf) in self.gmma.items():
@@ -176,6 +178,36 @@ class _State:
         self.shared_layouts = {k: v for k, v in shared_layouts.items()
                                if k in self.gmma or not _is_sm80_swizzle(codec.decode(v))}
         return swizzle
+
+    def _onto_viewed_tiles(self) -> None:
+        """A demand on a view of a shared tile is one on the tile's bytes: it becomes the
+        tile's layout that stores them alike (``shared_view_layout``)."""
+        from ..layout.swizzle import make_swizzled_layout
+
+        for k, (view, tile) in self.shared_views.items():
+            user, gmma = self.user_shared.pop(k, None), self.gmma.pop(k, None)
+            if gmma is not None:
+                self.gmma_operand(tile, codec.encode(
+                    shared_view_layout(codec.decode(gmma[0]), view, tile)))
+            if self.swizzled.pop(k, None) is not None:  # an mma.sync operand
+                tl = shared_view_layout(make_swizzled_layout(view), view, tile)
+                if tl is not None and _is_sm80_swizzle(tl):
+                    self.swizzle_operand(tile)
+                elif tl is not None:
+                    self._lay_out_through(view, tile, tl, "a T.gemm's swizzle of its operand")
+            if user is not None:
+                tl = shared_view_layout(codec.decode(user), view, tile)
+                if tl is not None:
+                    self._lay_out_through(view, tile, tl, "T.annotate_layout")
+
+    def _lay_out_through(self, view, tile, layout, why: str) -> None:
+        old, text = self.user_shared.get(key(tile)), codec.encode(layout)
+        if old is not None and old != text:
+            raise LoweringError(
+                f"{view.name} is a view of the shared tile {tile.name}: {why} on "
+                f"{view.name} stores {tile.name} as {layout}, but {tile.name} is laid out as "
+                f"{codec.decode(old)}")
+        self.user_shared[key(tile)] = text
 
 
 def fragment_accesses(body) -> list:
@@ -237,6 +269,7 @@ class _Collect:
         self.shared: list = []
         self.scalar_reads: dict = {}  # key -> (fragment, indices) read in scalar code
         self.views: list = []  # (view, viewed fragment) of each T.view/T.reshape of one
+        self.shared_views: list = []  # (view, viewed shared tile)
 
     def run(self, body):
         self._visit(body)
@@ -316,6 +349,10 @@ class _Collect:
             base = viewed_buffer(s)
             if base is not None and is_fragment(base):
                 self.views.append((s.buffer, base))
+            elif base is not None and base.scope() in SHARED:
+                # a view of a view is one of the same tile
+                base = next((t for v, t in self.shared_views if key(v) == key(base)), base)
+                self.shared_views.append((s.buffer, base))
         elif isinstance(s, tirx.AllocBuffer):
             if is_fragment(s.buffer):
                 if not all(isinstance(x, tirx.IntImm) for x in s.buffer.shape):
@@ -402,6 +439,7 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
     def threads_of(buf) -> int:
         return groups.get(key(buf), block).count
     st.views = {key(v): (v, base) for v, base in col.views}
+    st.shared_views = {key(v): (v, base) for v, base in col.shared_views}
     st.mma_sync_tiles = _mma_sync_tiles(col.ops, col.op_groups, st)
     # 1. fixed demands, stated by the ops; an op may record what it decided (a gemm's plan)
     for op, stmt, grp in zip(col.ops, col.op_stmts, col.op_groups):

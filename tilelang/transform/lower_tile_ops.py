@@ -15,7 +15,7 @@ from tvm.sym import Analyzer
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
 from ..language.pointer import kernel_addressed
-from ..language.view import reshaped_layout, viewed_buffer
+from ..language.view import reshaped_layout, shared_view_layout, viewed_buffer
 from ..layout import codec
 from ..ops import LowerContext, decode
 from . import pass_config
@@ -57,6 +57,17 @@ class _Lower(StmtMutator):
         lay = None if base is None else self.ctx.layout(base)
         if lay is not None:
             self.ctx.layouts[s.buffer.__chandle__()] = reshaped_layout(lay, base, s.buffer)
+        elif base is not None and base.__chandle__() in self.ctx.tile_annotations:
+            # a view of a shared tile is stored through the tile's layout (PlanSharedMemory)
+            from .layout_inference import shared_layout_of
+
+            tile = tirx.AllocBuffer(base, annotations=self.ctx.tile_annotations[
+                base.__chandle__()])
+            view_layout = shared_view_layout(shared_layout_of(tile), base, s.buffer)
+            ann = {} if view_layout is None else {"tl.shared_layout": codec.encode(view_layout)}
+            self.ctx.tile_annotations[s.buffer.__chandle__()] = ann
+            if getattr(view_layout, "swizzled", False) and not view_layout.paneled:
+                self.ctx.swizzled.add(s.buffer.__chandle__())  # the sm80 swizzle of the view
         return s
 
     def visit_AttrStmt(self, s):

@@ -6,7 +6,10 @@ Guarantees: one ``shared.dyn`` byte arena per kernel; each tile becomes a flat v
 tiles whose layout has one) (no two tiles overlap, so asynchronous copies can never clobber a live
 tile), accesses are rewritten to the view with the tile's layout applied (``tl.swizzle``
 tiles get the bank-conflict-free swizzle of ``tilelang.layout.swizzle``), and the kernel
-declares its arena size.  Raises ``LoweringError`` when the arena exceeds what the target's
+declares its arena size.  A ``T.view`` / ``T.reshape`` of a tile is the tile's bytes: it lives
+as long as any of its names is used (``Liveness`` aliases), and becomes a flat buffer of its
+own dtype declared over the tile's flat view (:func:`planned_views` finds them), indexed
+through the tile's layout carried over by ``shared_view_layout``.  Raises ``LoweringError`` when the arena exceeds what the target's
 architecture allows per block.  CPU: unchanged.
 """
 
@@ -27,6 +30,7 @@ from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, sw
 from ..ir_utils import (find_all, kernels_of, launch_chain, map_nodes, relaunch, seq,
                         StmtMutator)
 from .passes import function_pass, target_of
+from ..language.view import shared_view_layout, viewed_buffer
 from .shared_liveness import LiveRange, Liveness, kernel_units
 
 SHARED = ("shared", "shared.dyn")
@@ -96,9 +100,12 @@ def staged_peak(body, staged) -> int:
     for kernel in kernels_of(body) or [body]:
         chain, kbody = launch_chain(kernel)
         allocs = [a for a in find_all(kbody, tirx.AllocBuffer) if a.buffer.scope() in SHARED]
+        views = _Collect()
+        views(kbody)
         units = [u for u in kernel_units(kbody) if not (isinstance(u, tirx.AllocBuffer) and
                                                          u.buffer.scope() in SHARED)]
-        live = Liveness(units, {_key(a.buffer): a.buffer for a in allocs}, _threads(chain))
+        live = Liveness(units, {_key(a.buffer): a.buffer for a in allocs}, _threads(chain),
+                        {k: _key(t) for k, (_, t) in views.views.items()})
         placed = []
         for a in allocs:
             span = live.ranges.get(_key(a.buffer))
@@ -112,16 +119,39 @@ def staged_peak(body, staged) -> int:
 
 
 class _Collect(StmtMutator):
-    """Removes shared allocations, remembering them in program order."""
+    """Removes shared allocations and the declarations of their views (``T.view`` /
+    ``T.reshape``), remembering them in program order; ``views`` maps each view's key to
+    ``(view, tile)``, the tile it is the bytes of."""
 
     def __init__(self):
         self.allocs: list = []
+        self.views: dict = {}
 
     def visit_AllocBuffer(self, s):
         if s.buffer.scope() in SHARED:
             self.allocs.append(s)
             return None
         return s
+
+    def visit_DeclBuffer(self, s):
+        base = viewed_buffer(s)
+        if base is None or base.scope() not in SHARED:
+            return s
+        _, tile = self.views.get(_key(base), (None, base))  # a view of a view: of the tile
+        self.views[_key(s.buffer)] = (s.buffer, tile)
+        return None
+
+
+def _check_viewed(views: dict, allocs: list) -> None:
+    """Every view's tile is a shared allocation of the kernel."""
+    tiles = {_key(a.buffer) for a in allocs}
+    for v, tile in views.values():
+        if _key(tile) not in tiles:
+            raise LoweringError(
+                f"{v.name} is a T.view/T.reshape of the shared tile {tile.name}, which is not "
+                "one tile any more when shared memory is planned (a tile written in a "
+                "T.Pipelined loop is stored once per stage); view a tile outside pipelined "
+                "loops, or copy it")
 
 
 def _linear(idx, shape):
@@ -153,9 +183,11 @@ def _plan_kernel(body, target, threads: int):
     body = col(body)
     if not col.allocs:
         return body
+    _check_viewed(col.views, col.allocs)
     pool = tirx.decl_buffer([0], "uint8", "smem", scope="shared.dyn")
     units = kernel_units(body)
-    live = Liveness(units, {_key(a.buffer): a.buffer for a in col.allocs}, threads)
+    live = Liveness(units, {_key(a.buffer): a.buffer for a in col.allocs}, threads,
+                    {k: _key(t) for k, (_, t) in col.views.items()})
     views, placed, decls = {}, [], []
     for a in col.allocs:
         b = a.buffer
@@ -172,19 +204,31 @@ def _plan_kernel(body, target, threads: int):
         swz = "tl.swizzle" in a.annotations and can_swizzle(int(b.shape[-1]), b.dtype)
         user = codec.decode(a.annotations["tl.shared_layout"]) \
             if "tl.shared_layout" in a.annotations else None
+        layout = user if user is not None else make_swizzled_layout(b) if swz else None
+        tile_views = [(k, v, shared_view_layout(layout, b, v))
+                      for k, (v, tile) in col.views.items() if _key(tile) == _key(b)]
         # a TMA/GMMA swizzle is computed by the hardware from address bits: the tile starts on
         # a multiple of 8 x swizzle_bytes (1024 for 128B) so that it equals the tile-offset map
-        align = max(ALIGN, alignment_of(user if user is not None else
-                                        make_swizzled_layout(b) if swz else None))
+        # (also where only a view of the tile is stored in such a swizzle)
+        align = max([ALIGN, alignment_of(layout)] + [alignment_of(lv) for *_, lv in tile_views])
         if user is not None:  # per stage when the pipeline stacked the tile
             stages = int(np.prod([int(x) for x in b.shape[:len(b.shape) - len(user.shape)]]))
             n = max(n, stages * int(np.prod(user.output_shape)))
         offset = _first_fit(placed, span, n * eb, align)
         placed.append(_Placed(_key(b), span, offset, offset + n * eb))
-        view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data, elem_offset=offset // eb,
-                                scope="shared.dyn")
+        bits = tvm.DataType(b.dtype).bits
+        view = tirx.decl_buffer([n], b.dtype, b.name, data=pool.data,
+                                elem_offset=offset * 8 // bits, scope="shared.dyn")
         views[_key(b)] = (b, view, swz, user)
         decls.append(tirx.DeclBuffer(view, data=pool.data))
+        # the tile's views: its bytes, laid out through its layout, declared over its data so
+        # that later passes (InjectThreadSync) see them as the same tile
+        for k, v, view_layout in tile_views:
+            vbits = tvm.DataType(v.dtype).bits
+            flat = tirx.decl_buffer([n * bits // vbits], v.dtype, v.name, data=view.data,
+                                    elem_offset=offset * 8 // vbits, scope="shared.dyn")
+            views[k] = (v, flat, False, view_layout)
+            decls.append(tirx.DeclBuffer(flat, data=view.data))
     end = max((p.end for p in placed), default=0)
     total = (end + ALIGN - 1) // ALIGN * ALIGN
     limit, source = smem_limit(target)
@@ -214,6 +258,28 @@ def _plan_kernel(body, target, threads: int):
     return tirx.AttrStmt(tirx.const(0, "int32"), "tirx.dyn_smem_bytes",
                          tirx.IntImm("int64", total),
                          seq([tirx.AllocBuffer(pool)] + decls + [body]))
+
+
+def planned_views(body) -> dict:
+    """In a planned kernel: the key of each view of a tile (a shared buffer declared over the
+    data of a tile, itself declared over the arena) -> the tile's key."""
+    declared, over = set(), {}
+
+    def on_decl(d):
+        declared.add(_key(d.buffer))
+        base = viewed_buffer(d)
+        if base is not None and base.scope() in SHARED:
+            over[_key(d.buffer)] = _key(base)
+
+    tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
+    out = {}
+    for k, base in over.items():
+        if base not in declared:
+            continue  # a tile: declared over the arena
+        while base in over and over[base] in declared:
+            base = over[base]
+        out[k] = base
+    return out
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ tile is live from the first unit that mentions it to the last, extended as follo
   tiles touched inside a ``T.ws`` region (producer and consumer run at the same time) are
   live for the whole kernel.
 
+A view of a tile (``T.view`` / ``T.reshape``, given as ``aliases``) is the tile's bytes: a
+unit that mentions the view mentions the tile.
+
 A loop is one unit, so a tile used in a loop is live for all of it, and so are the stage
 rings of a pipelined loop (with their prologue and drain).  Tiles nothing mentions have no
 range.  The analysis reads typed IR only: loads, stores, buffer variables and the declared
@@ -56,7 +59,8 @@ def kernel_units(body: tirx.Stmt) -> list[tirx.Stmt]:
 
 
 def _addressed_tiles(call, positions, tiles: dict) -> list[int]:
-    """Keys of the tiles of ``tiles`` that ``call``'s arguments at ``positions`` mention."""
+    """Keys of the tiles that ``call``'s arguments at ``positions`` mention (``tiles``: the
+    key of each buffer that stands for a tile -> the tile's key)."""
     out = []
     for i in positions:
         if i < len(call.args):
@@ -69,7 +73,7 @@ def _mentioned(node, tiles: dict) -> list[int]:
 
     def on_var(v):
         if _key(v) in tiles:
-            found.append(_key(v))
+            found.append(tiles[_key(v)])
 
     tvm_ffi.structural_walk(node, (tvm.ir.Var, on_var))
     return found
@@ -155,11 +159,15 @@ def _analyse(unit: tirx.Stmt, tiles: dict, block_threads: int) -> _Unit:
 
 
 class Liveness:
-    """Live ranges of the shared tiles ``tiles`` (``key -> buffer``) over ``units``."""
+    """Live ranges of the shared tiles ``tiles`` (``key -> buffer``) over ``units``;
+    ``aliases`` maps the key of each view of a tile to the tile's key."""
 
-    def __init__(self, units: list, tiles: dict, block_threads: int):
+    def __init__(self, units: list, tiles: dict, block_threads: int,
+                 aliases: dict | None = None):
         self.units = units
-        self.info = [_analyse(s, tiles, block_threads) for s in units]
+        names = {k: k for k in tiles}
+        names.update({k: t for k, t in (aliases or {}).items() if t in tiles})
+        self.info = [_analyse(s, names, block_threads) for s in units]
         n = len(units)
         self.ranges: dict[int, LiveRange] = {}
         everywhere = set()

@@ -5,7 +5,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang.errors import DSLError, LoweringError
+from tilelang.errors import DSLError
 
 
 def _views():
@@ -56,8 +56,8 @@ def test_view_size_mismatch_names_the_buffer():
                 T.copy(A, V[0:2, 0:16])
 
 
-def test_views_of_shared_tiles_are_refused_on_cuda():
-    """The CUDA passes place and lay out each tile by itself: a view of one would not follow
-    it, so it is refused by name instead of miscompiled."""
-    with pytest.raises(LoweringError, match="V is a T.view/T.reshape of the shared.dyn tile S"):
-        tilelang.lower(_views(), target="cuda -arch=sm_90a")
+def test_views_of_shared_tiles_lower_for_cuda():
+    """A view of a shared tile is the tile's bytes (test_shared_views.py has the details):
+    the program that reads S through a reshape and a dtype view lowers for sm_90a."""
+    src = tilelang.compile(_views(), out_idx=[1, 2, 3], target="cuda -arch=sm_90a")
+    assert src.get_kernel_source()
