@@ -10,6 +10,7 @@ from tvm import tirx
 
 from ..engine.target import resolve
 from ..errors import TileLangError
+from ..language.func_attrs import compile_options
 from ..transform import pass_config
 from . import cache
 from .cache import clear_cache, disable_cache, enable_cache
@@ -29,12 +30,15 @@ def compile(
     compile_flags: Sequence[str] | None = None,
 ) -> JITKernel:
     """Compile a tile program for ``target`` (``"auto"``: the visible GPU, else the CPU).
-    ``out_idx`` names the parameters the kernel allocates and returns."""
+    ``out_idx`` names the parameters the kernel allocates and returns.  Options the kernel
+    annotates (``T.annotate_pass_configs``, returned ``T.empty`` outputs) apply too."""
     if not isinstance(func, tirx.PrimFunc):
         raise TileLangError(f"tilelang.compile expects a T.prim_func, got {type(func).__name__}")
     if execution_backend not in EXECUTION_BACKENDS:
         raise TileLangError(f"unknown execution_backend {execution_backend!r}; expected one of "
                             f"{EXECUTION_BACKENDS}")
+    out_idx, pass_configs, compile_flags = compile_options(func, out_idx, pass_configs,
+                                                           compile_flags)
     tgt = resolve(target)
     if target_host is not None:
         tgt = tgt.with_host(resolve(target_host))

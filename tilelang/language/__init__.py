@@ -15,6 +15,7 @@ tvm_compat.install()  # expr.dtype, as programs for the public TileLang read it
 
 from .dtypes import *  # T.float16 ... as dtype objects (str subclasses), T.dtype
 from .eager import const, empty
+from .func_attrs import annotate_compile_flags, annotate_pass_configs
 from .intrinsics import *  # T.clamp, T.sync_threads, T.__exp ...
 
 from ..layout import Fragment, Layout  # the tile layouts, not TVM's tirx.Layout

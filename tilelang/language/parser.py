@@ -41,6 +41,10 @@ def prim_func(func: Callable | None = None, private: bool = False,
     def decorate(fn: Callable) -> PrimFunc:
         if not inspect.isfunction(fn):
             raise TypeError(f"T.prim_func expects a function, got {fn!r}")
+        from . import lazy
+
+        if lazy.is_lazy(fn):  # parameters typed in the body, T.empty outputs
+            return lazy.prim_func(fn)
         extra_vars = _utils.inspect_function_capture(fn)
         if _utils._has_string_annotations(fn):  # PEP 563: annotation names live in frames
             _utils.resolve_closure_vars(fn, extra_vars, inspect.stack())
