@@ -36,7 +36,7 @@ class Layout:
         that is not plain integer arithmetic or a tile too large to enumerate."""
         import numpy as np
 
-        from ..transform.np_eval import NotEvaluable, np_eval
+        from ..utils.np_eval import NotEvaluable, np_eval
 
         if not all(n > 0 for n in self.shape) or int(np.prod(self.shape)) > _MAX_ENUMERATED:
             return None

@@ -35,7 +35,7 @@ from ..layout.fragment import (REG, Fragment, check_replicas_written, is_replica
 from ..language.view import reshaped_layout, viewed_buffer
 from ..ir_utils import StmtMutator, map_kernels, map_nodes, peel_parallel, substitute, uses_var
 from .layout_inference import FRAGMENT, check_constant_extents, key
-from .np_eval import NotEvaluable, np_eval
+from ..utils.np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
 
 VECTORIZE = "tl.vectorize"

@@ -27,7 +27,7 @@ from tvm import tirx
 
 from ..device.thread_group import GROUP_ATTR, WARP_GROUP, ThreadGroup, group_of
 from ..ir_utils import StmtMutator, seq, substitute, uses_var
-from .np_eval import NotEvaluable, np_eval
+from ..utils.np_eval import NotEvaluable, np_eval
 
 # ``AttrStmt(0, BRANCHES_ATTR, 0, <the regions of one if/elif chain, in order>)``
 BRANCHES_ATTR = "tl.thread_branches"

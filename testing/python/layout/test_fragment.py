@@ -94,7 +94,7 @@ def test_swizzle_matches_the_device_formula():
         sw = (c & ~(group - 1)) | ((c ^ (row // rows_per_line)) & (group - 1))
         return row * ROW + sw * chunk_elems + col % chunk_elems
 
-    from tilelang.transform.np_eval import np_eval
+    from tilelang.utils.np_eval import np_eval
     from tilelang.layout.swizzle import swizzle_offset
 
     for rows, cols, dtype, eb in [(64, 32, "float16", 2), (32, 64, "float16", 2),

@@ -11,7 +11,7 @@ import tilelang.language as T
 from tilelang.layout import codec
 from tilelang.layout.swizzle import (SwizzledLayout, alignment_of, gmma_swizzle_bytes,
                                      make_gmma_swizzled_layout, make_swizzled_layout)
-from tilelang.transform.np_eval import np_eval
+from tilelang.utils.np_eval import np_eval
 
 
 def hardware_offset(r, c, rows, cols, eb, sb):

@@ -24,7 +24,7 @@ from tilelang.layout.fragment import wgmma_accumulator
 from tilelang.ops import decode
 from tilelang.ops.gemm import Gemm, WgmmaPlan, decode_plan
 from tilelang.transform.layout_inference import LayoutInference
-from tilelang.transform.np_eval import np_eval
+from tilelang.utils.np_eval import np_eval
 from tilelang.transform.thread_branches import (BRANCHES_ATTR, ThreadBranches, branch_regions,
                                                 derive_thread_groups, threads_taking)
 
