@@ -2,8 +2,8 @@
 
     LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
-    CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores -> ScalarizeBoolVectors ->
-    TVM's "tirx" pipeline
+    CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
+    ScalarizeBoolVectors -> LegalizeLoops -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
 ``GuardGlobalAccesses`` and ``ScalarizeBoolVectors`` on GPU targets only.)
