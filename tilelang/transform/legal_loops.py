@@ -9,6 +9,9 @@
   float8 or narrower type, which TVM's CUDA printer has no wider vectors of) is split into an
   unrolled loop over vectorized loops of the widest lane count that divides its extent;
   ``T.vectorized(128)`` over float32 asked TVM for a ``float32x128``, which it cannot print.
+* On CUDA, a vectorized loop that computes on float8 (or narrower float) values, other than
+  converting them, runs unrolled: TVM prints such vector arithmetic lane by lane through
+  ``.x``/``.y`` members that CUDA's ``__nv_fp8x4_*`` types do not have (nvcc rejects it).
 """
 
 from __future__ import annotations
@@ -26,6 +29,28 @@ VECTOR_BYTES = 16  # the widest single load or store of a CUDA thread
 
 def _non_unit(step) -> bool:
     return step is not None and not (isinstance(step, tirx.IntImm) and step.value == 1)
+
+
+_ARITH_NODES = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.FloorMod, tirx.Min,
+                tirx.Max, tirx.Select, tirx.Call)
+
+
+def _narrow_float(dtype) -> bool:
+    t = tvm.DataType(str(dtype))
+    return t.is_float and t.bits < 16
+
+
+def _computes_on_narrow_floats(body) -> bool:
+    """Whether an expression of the loop body other than a load or a conversion yields a
+    float8 (or narrower float) value."""
+    found = []
+
+    def on_expr(node):
+        if _narrow_float(node.dtype):
+            found.append(node)
+
+    tvm_ffi.structural_walk(body, [(t, on_expr) for t in _ARITH_NODES])
+    return bool(found)
 
 
 def _widest_element(body) -> tuple[int, bool]:
@@ -55,6 +80,9 @@ class _Legalize(StmtMutator):
         if _non_unit(out.step):
             out = self._unit_step(out)
         if self.cuda and out.kind == tirx.ForKind.VECTORIZED:
+            if _computes_on_narrow_floats(out.body):
+                return tirx.For(out.loop_var, out.min, out.extent, tirx.ForKind.UNROLLED,
+                                out.body, out.thread_binding, out.annotations, span=out.span)
             out = self._split_wide(out)
         return out
 
@@ -93,7 +121,8 @@ class _Legalize(StmtMutator):
 
 @function_pass("tl.LegalizeLoops")
 def LegalizeLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """Unit steps for unrolled/vectorized loops; on CUDA, vector loops at most 16 bytes wide."""
+    """Unit steps for unrolled/vectorized loops; on CUDA, vector loops at most 16 bytes wide
+    and none computing on float8 values."""
     return func.with_body(_Legalize(not is_cpu(target_of(func)))(func.body))
 
 

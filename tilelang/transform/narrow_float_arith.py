@@ -1,0 +1,50 @@
+"""``PromoteNarrowFloatArith`` (CUDA): arithmetic on float8 (or narrower float) values is done
+in float32 and rounded back once.
+
+CUDA's ``__nv_fp8_*`` types have no arithmetic, ``min`` or ``max`` (nvcc: "no instance of
+overloaded function max"), and TVM prints ``T.max(a, b)`` of two float8 values as exactly
+that.  Widening is exact for these types, and so are ``min``, ``max``, ``+``, ``-`` and ``*``
+of two of them in float32, so the single rounding back gives the correctly rounded result
+(a quotient is rounded twice).  The CPU backend computes them correctly and is left alone.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..ir_utils import map_nodes
+from .passes import function_pass, target_of
+
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
+
+
+def _narrow_float(dtype) -> tvm.DataType | None:
+    t = tvm.DataType(str(dtype))
+    return t if t.is_float and t.bits < 16 else None
+
+
+def _wide(dtype: tvm.DataType) -> str:
+    return "float32" if dtype.lanes == 1 else f"float32x{dtype.lanes}"
+
+
+def _promote(node):
+    t = _narrow_float(node.dtype)
+    if t is None:
+        return node
+    wide = _wide(t)
+    a, b = tirx.Cast(wide, node.a), tirx.Cast(wide, node.b)
+    return tirx.Cast(str(node.dtype), type(node)(a, b))
+
+
+@function_pass("tl.PromoteNarrowFloatArith")
+def PromoteNarrowFloatArith(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """CUDA: ``+ - * / min max`` of float8 values computed in float32, rounded back once."""
+    if is_cpu(target_of(func)):
+        return func
+    body = map_nodes(func.body, [(t, _promote) for t in _BINARY])
+    return func.with_body(body)
+
+
+__all__ = ["PromoteNarrowFloatArith"]
