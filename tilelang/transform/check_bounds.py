@@ -271,6 +271,16 @@ class _Checker:
     def access(self, buf, indices: list, access: str, ctx: tuple):
         """The in-bounds condition of ``buf[indices]`` left to check at run time (``None``
         when proven); an unproven access also joins ``self.pending``."""
+        ok = self._unproven(buf, indices, ctx)
+        if ok is None:
+            return None
+        site = _Site(buf, access, self.where[-1], len(indices))
+        self.pending.append((ctx, ok, site, [_extremes(i)[0] for i in indices]))
+        return ok
+
+    def _unproven(self, buf, indices: list, ctx: tuple):
+        """The conjunction of the bounds of ``buf[indices]`` not proven under ``ctx``, or
+        ``None`` when all are."""
         conds = []
         for idx, dim in zip(indices, buf.shape):
             for i in _extremes(idx):
@@ -281,8 +291,6 @@ class _Checker:
         ok = conds[0]
         for c in conds[1:]:
             ok = tirx.And(ok, c)
-        site = _Site(buf, access, self.where[-1], len(indices))
-        self.pending.append((ctx, ok, site, [_extremes(i)[0] for i in indices]))
         return ok
 
     def _provable(self, cond, ctx: tuple) -> bool:

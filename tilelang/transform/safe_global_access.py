@@ -24,7 +24,7 @@ from tvm import tirx
 
 from ..engine.target import is_cpu
 from . import pass_config
-from .check_bounds import _Checker, _extremes
+from .check_bounds import _Checker
 from .passes import function_pass, target_of
 
 log = logging.getLogger("tilelang")
@@ -66,16 +66,9 @@ class _GlobalGuard(_Checker):
     def access(self, buf, indices: list, access: str, ctx: tuple):
         if buf.scope() != "global":
             return None
-        conds = []
-        for idx, dim in zip(indices, buf.shape):
-            for i in _extremes(idx):
-                conds += [tirx.const(0, str(i.ty)) <= i, i < dim]
-        conds = [c for c in conds if not self._provable(c, ctx)]
-        if not conds:
+        ok = self._unproven(buf, indices, ctx)
+        if ok is None:
             return None
-        ok = conds[0]
-        for c in conds[1:]:
-            ok = tirx.And(ok, c)
         log.debug("guarded a %s of %s%s (not provably in range) %s", access, buf.name,
                   list(indices), self.where[-1])
         return ok
