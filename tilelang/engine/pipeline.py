@@ -3,7 +3,7 @@
     LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
-    ScalarizeBoolVectors -> PromoteNarrowFloatArith -> LegalizeLoops -> TVM's "tirx" pipeline
+    ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
 ``GuardGlobalAccesses`` and ``ScalarizeBoolVectors`` on GPU targets only.)
@@ -21,8 +21,8 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (bool_vectors, check_bounds, debug_barriers, legal_loops,
-                         narrow_float_arith, pass_config,
+from ..transform import (bool_vectors, check_bounds, debug_barriers, float8_casts,
+                         legal_loops, narrow_float_arith, pass_config,
                          round_storage, safe_global_access, scalar_bindings, subbyte_access,
                          vector_casts, warp_specialize)
 
@@ -61,6 +61,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         subbyte_access.PackSubByteStores(),
         bool_vectors.ScalarizeBoolVectors(),
         narrow_float_arith.PromoteNarrowFloatArith(),
+        float8_casts.ExactFloat8Casts(),
         legal_loops.LegalizeLoops(),
     ]
 

@@ -1,0 +1,100 @@
+"""ExactFloat8Casts: the CPU backend converts to and from float8 exactly, with the GPU's
+semantics (round to nearest even, saturate overflow and infinities, keep NaN).  TVM's own LLVM
+lowering decoded 0 as 0.0078125 and encoded 500 as -0.0."""
+
+import pytest
+import torch
+
+import tilelang
+import tilelang.language as T
+
+FORMATS = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+N = 4096
+
+
+def _programs(dt: str, vec: int):
+    @T.prim_func
+    def encode(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), dt)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(N // vec):
+                for v in T.vectorized(vec):
+                    B[i * vec + v] = T.cast(A[i * vec + v], dt)
+
+    @T.prim_func
+    def decode(A: T.Tensor((256,), dt), B: T.Tensor((256,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(256 // vec):
+                for v in T.vectorized(vec):
+                    B[i * vec + v] = T.cast(A[i * vec + v], "float32")
+
+    return encode, decode
+
+
+def _inputs(tdt) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    codes = torch.arange(256, dtype=torch.uint8).view(tdt).float()
+    finite = codes[torch.isfinite(codes)].unique()
+    mids = (finite[1:] + finite[:-1]) / 2                      # ties: round to even
+    scale = torch.logspace(-12, 6, 1500, base=2.0)
+    rand = torch.randn(N, generator=g) * scale.repeat(3)[:N]
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e30, -1e30,
+                            1e-30, 2.0 ** -140])
+    x = torch.cat([special, mids, -mids, rand])[:N]
+    return torch.cat([x, torch.zeros(N - len(x))])
+
+
+def _reference(x: torch.Tensor, tdt) -> torch.Tensor:
+    """torch's conversion, saturating where torch gives infinity (the GPU's SATFINITE)."""
+    big = torch.finfo(tdt).max
+    return torch.where(torch.isnan(x), x, x.clamp(-big, big)).to(tdt)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.view(torch.uint8) & 0xFF, b.view(torch.uint8) & 0xFF) or \
+        bool(((a.float() == b.float()) | (a.float().isnan() & b.float().isnan())).all())
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+@pytest.mark.parametrize("dt", list(FORMATS))
+def test_cpu_decodes_every_float8_code_exactly(dt, vec):
+    tdt = FORMATS[dt]
+    _, decode = _programs(dt, vec)
+    codes = torch.arange(256, dtype=torch.uint8).view(tdt)
+    out = torch.empty(256)
+    tilelang.compile(decode, target="cpu")(codes, out)
+    ref = codes.float()
+    assert bool(((out == ref) | (out.isnan() & ref.isnan())).all())
+    assert torch.equal(out.signbit(), ref.signbit())
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+@pytest.mark.parametrize("dt", list(FORMATS))
+def test_cpu_encodes_like_the_gpu(dt, vec):
+    tdt = FORMATS[dt]
+    encode, _ = _programs(dt, vec)
+    x = _inputs(tdt)
+    out = torch.empty(N, dtype=tdt)
+    tilelang.compile(encode, target="cpu")(x, out)
+    ref = _reference(x, tdt)
+    bad = [(x[i].item(), out[i].float().item(), ref[i].float().item()) for i in range(N)
+           if not _same(out[i:i + 1], ref[i:i + 1])]
+    assert not bad, bad[:8]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", list(FORMATS))
+def test_cpu_and_gpu_agree_on_float8_casts(dt):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    tdt = FORMATS[dt]
+    encode, decode = _programs(dt, 1)
+    x = _inputs(tdt)
+    cpu, gpu = torch.empty(N, dtype=tdt), torch.empty(N, dtype=tdt, device="cuda")
+    tilelang.compile(encode, target="cpu")(x, cpu)
+    tilelang.compile(encode)(x.cuda(), gpu)
+    assert _same(cpu, gpu.cpu())
+    codes = torch.arange(256, dtype=torch.uint8).view(tdt)
+    a, b = torch.empty(256), torch.empty(256, device="cuda")
+    tilelang.compile(decode, target="cpu")(codes, a)
+    tilelang.compile(decode)(codes.cuda(), b)
+    assert bool(((a == b.cpu()) | (a.isnan() & b.cpu().isnan())).all())
