@@ -99,7 +99,9 @@ def _encode(x, dst: str, fmt, lanes: int):
 
 
 def _rewrite(cast):
-    dst, src = str(cast.dtype), str(cast.value.dtype)
+    if not isinstance(cast.value.ty, tvm.ir.PrimType):  # a pointer cast
+        return cast
+    dst, src = str(cast.ty.dtype), str(cast.value.ty.dtype)
     lanes = _lanes(dst)
     to8, from8 = _FORMATS.get(_scalar_name(dst)), _FORMATS.get(_scalar_name(src))
     if from8 is not None and to8 is None:

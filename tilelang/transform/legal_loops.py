@@ -46,7 +46,7 @@ def _computes_on_narrow_floats(body) -> bool:
     found = []
 
     def on_expr(node):
-        if _narrow_float(node.dtype):
+        if isinstance(node.ty, tvm.ir.PrimType) and _narrow_float(node.ty.dtype):
             found.append(node)
 
     tvm_ffi.structural_walk(body, [(t, on_expr) for t in _ARITH_NODES])

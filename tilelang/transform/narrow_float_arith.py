@@ -20,8 +20,11 @@ from .passes import function_pass, target_of
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
 
 
-def _narrow_float(dtype) -> tvm.DataType | None:
-    t = tvm.DataType(str(dtype))
+def _narrow_float(expr) -> tvm.DataType | None:
+    """The float8 (or narrower float) type of ``expr``, else ``None`` (pointers included)."""
+    if not isinstance(expr.ty, tvm.ir.PrimType):
+        return None
+    t = tvm.DataType(str(expr.ty.dtype))
     return t if t.is_float and t.bits < 16 else None
 
 
@@ -30,12 +33,12 @@ def _wide(dtype: tvm.DataType) -> str:
 
 
 def _promote(node):
-    t = _narrow_float(node.dtype)
+    t = _narrow_float(node)
     if t is None:
         return node
     wide = _wide(t)
     a, b = tirx.Cast(wide, node.a), tirx.Cast(wide, node.b)
-    return tirx.Cast(str(node.dtype), type(node)(a, b))
+    return tirx.Cast(str(node.ty.dtype), type(node)(a, b))
 
 
 @function_pass("tl.PromoteNarrowFloatArith")
