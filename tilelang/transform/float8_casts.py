@@ -6,12 +6,17 @@ TVM's LLVM lowering of these casts gives wrong values on the CPU backend: 0 deco
 (subnormals, and for e5m2 infinities and NaNs, included), and encoding rounds to nearest even,
 saturates finite overflow and infinities to the largest finite value (as CUDA's
 ``__nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...)`` does) and keeps NaN a NaN.  Wider sources
-(float16, bfloat16, float64) go through float32 first.
+(float16, bfloat16, float64) go through float32 first.  The casts rewritten are the loads of
+global float8 tensors converted to a wider type and the stores of a converted value into them
+(where float8 values cross the kernel's boundary): TVM's own ``FP8ComputeLegalize`` moves
+kernel-local float8 buffers to float32, so a bit-level rewrite of those would not survive it;
+a kernel with any other float8 value is left to TVM whole (its casts keep TVM's values).
 """
 
 from __future__ import annotations
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu
@@ -98,31 +103,80 @@ def _encode(x, dst: str, fmt, lanes: int):
     return tirx.reinterpret(dst, tirx.Cast(_vec("uint8", lanes), code))
 
 
-def _rewrite(cast):
+def _global_float8(node) -> tuple | None:
+    """The float8 format of a load from a global buffer, else ``None``."""
+    if not isinstance(node, tvm.ir.TensorLoad) or node.source.scope() != "global":
+        return None
+    return _FORMATS.get(_scalar_name(str(node.source.dtype)))
+
+
+def _rewrite_load(cast):
+    """``cast(load of a global float8 tensor)`` to a wider type: decoded exactly."""
     if not isinstance(cast.value.ty, tvm.ir.PrimType):  # a pointer cast
         return cast
-    dst, src = str(cast.ty.dtype), str(cast.value.ty.dtype)
-    lanes = _lanes(dst)
-    to8, from8 = _FORMATS.get(_scalar_name(dst)), _FORMATS.get(_scalar_name(src))
-    if from8 is not None and to8 is None:
-        val = _decode(cast.value, from8, lanes)
-        return val if _scalar_name(dst) == "float32" else tirx.Cast(dst, val)
-    if to8 is not None and from8 is None:
-        val = cast.value
-        if _scalar_name(src) != "float32":
-            val = tirx.Cast(_vec("float32", lanes), val)
-        return _encode(val, dst, to8, lanes)
-    if to8 is not None and from8 is not None and _scalar_name(dst) != _scalar_name(src):
-        return _encode(_decode(cast.value, from8, lanes), dst, to8, lanes)
-    return cast
+    fmt = _global_float8(cast.value)
+    dst = str(cast.ty.dtype)
+    if fmt is None or _FORMATS.get(_scalar_name(dst)) is not None:
+        return cast
+    val = _decode(cast.value, fmt, _lanes(dst))
+    return val if _scalar_name(dst) == "float32" else tirx.Cast(dst, val)
+
+
+def _rewrite_store(store):
+    """A store of ``cast(v)`` into a global float8 tensor: encoded exactly."""
+    buf, value = store.buffer, store.value
+    fmt = _FORMATS.get(_scalar_name(str(buf.dtype)))
+    if fmt is None or buf.scope() != "global" or not isinstance(value, tirx.Cast) or \
+            not isinstance(value.value.ty, tvm.ir.PrimType):
+        return store
+    src = str(value.value.ty.dtype)
+    if _FORMATS.get(_scalar_name(src)) is not None:
+        return store
+    lanes = _lanes(str(value.ty.dtype))
+    val = value.value
+    if _scalar_name(src) != "float32":
+        val = tirx.Cast(_vec("float32", lanes), val)
+    encoded = _encode(val, str(value.ty.dtype), fmt, lanes)
+    return tirx.BufferStore(buf, encoded, store.indices, span=store.span)
 
 
 @function_pass("tl.ExactFloat8Casts")
 def ExactFloat8Casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """CPU: casts to and from float8 as exact integer arithmetic on the bits."""
+    """CPU: casts between global float8 tensors and wider types as exact integer arithmetic
+    on the bits."""
     if not is_cpu(target_of(func)):
         return func
-    return func.with_body(map_nodes(func.body, [(tirx.Cast, _rewrite)]))
+    done = []  # each rewrite keeps one float8 expression: the load decoded, the value encoded
+
+    def counted(rewrite):
+        def run(node):
+            out = rewrite(node)
+            if out is not node:
+                done.append(out)
+            return out
+        return run
+
+    body = map_nodes(func.body, [(tirx.Cast, counted(_rewrite_load)),
+                                 (tirx.BufferStore, counted(_rewrite_store))])
+    # all or nothing: a float8 value left for TVM (kernel-local float8 buffers, arithmetic on
+    # float8) makes FP8ComputeLegalize rewrite the loads under our bit casts too
+    if _float8_nodes(body) != len(done):
+        return func
+    return func.with_body(body)
+
+
+def _float8_nodes(body) -> int:
+    """How many distinct expression objects of ``body`` have a float8 type (a decoded load is
+    referenced several times by its bit arithmetic)."""
+    found = set()
+
+    def on_expr(e):
+        ty = getattr(e, "ty", None)
+        if isinstance(ty, tvm.ir.PrimType) and _scalar_name(str(ty.dtype)) in _FORMATS:
+            found.add(e.__chandle__())
+
+    tvm_ffi.structural_walk(body, [(tvm.ir.Expr, on_expr)])
+    return len(found)
 
 
 __all__ = ["ExactFloat8Casts"]
