@@ -27,12 +27,32 @@ def _buffer_map(func) -> dict:
     return {p: p for p in func.params if is_buffer_var(p)}
 
 
+def _post_order_visit(node, fn) -> None:
+    """``fn`` on every node under ``node`` (statements and expressions), children first."""
+    import tvm_ffi
+
+    tvm_ffi.structural_walk(node, [(tvm.ir.Expr, fn), (tvm.tirx.Stmt, fn)])
+
+
+def _stmt_functor_module():
+    """``tvm.tirx.stmt_functor`` of TVM before 0.27 (its ``post_order_visit``)."""
+    import sys
+    import types
+
+    mod = types.ModuleType("tvm.tirx.stmt_functor")
+    mod.post_order_visit = _post_order_visit
+    sys.modules[mod.__name__] = mod
+    return mod
+
+
 def install() -> None:
     """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs),
-    ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``) and ``PrimFunc`` its
-    ``buffer_map``."""
+    ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``), ``PrimFunc`` its
+    ``buffer_map`` and ``tvm.tirx`` the ``stmt_functor.post_order_visit`` of older TVMs."""
     if not hasattr(tvm.tirx, "Call"):
         tvm.tirx.Call = tvm.ir.Call
+    if not hasattr(tvm.tirx, "stmt_functor"):
+        tvm.tirx.stmt_functor = _stmt_functor_module()
     if not hasattr(tvm.tirx.PrimFunc, "buffer_map"):
         tvm.tirx.PrimFunc.buffer_map = property(_buffer_map)
     if "dtype" not in tvm.ir.Expr.__dict__:
