@@ -53,6 +53,13 @@ def test_requires_package():
     assert tt.requires_package("surely_not_a_package_xyz").args[0]
 
 
+def test_tvm_testing_has_requires_package_for_public_scripts():
+    """Public example scripts decorate with ``tvm.testing.requires_package`` (older TVMs')."""
+    import tvm.testing
+
+    assert tvm.testing.requires_package("surely_not_a_package_xyz").args[0]
+
+
 def test_set_random_seed_makes_draws_repeatable():
     tt.set_random_seed(7)
     first = torch.randn(5)
