@@ -9,6 +9,8 @@ from tvm.ir import Range
 from tvm.sym import Analyzer
 from tvm.tirx.buffer import is_buffer_var
 
+from ..utils.dtype import is_narrow_float
+
 # The loop kind of a ``T.Parallel`` loop: its iterations are independent element-wise work of
 # the block, which a target maps onto threads (CUDA) or runs in order (CPU).
 PARALLEL = tirx.ForKind.PARALLEL
@@ -170,11 +172,11 @@ def elem_bytes(dtype: str) -> int:
     return max(1, tvm.DataType(dtype).bits // 8)
 
 
-def _is_narrow_float(dtype: str) -> bool:
-    import tvm
-
-    t = tvm.DataType(dtype)
-    return t.is_float and t.bits < 16
+def max_lanes(dtype: str, max_bytes: int = 16) -> int:
+    """The most elements of ``dtype`` one vector access moves: ``max_bytes`` of them, and at
+    most 4 of a float8 (or narrower) type, which TVM's CUDA codegen has no wider vectors of."""
+    v = max(1, max_bytes // elem_bytes(dtype))
+    return min(v, 4) if is_narrow_float(dtype) else v
 
 
 def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
@@ -184,9 +186,7 @@ def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
     from . import region as R
 
     dt = R.buffer_of(regions[0]).dtype
-    v = max(1, max_bytes // elem_bytes(dt))
-    if _is_narrow_float(dt):
-        v = min(v, 4)  # TVM's CUDA codegen has no wider vectors of float8 (or narrower) types
+    v = max_lanes(dt, max_bytes)
     for reg in regions:
         buf = R.buffer_of(reg)
         if elem_bytes(buf.dtype) != elem_bytes(dt):

@@ -22,6 +22,8 @@ from tvm import tirx
 
 from ..engine.target import is_cpu
 from ..ir_utils import StmtMutator, substitute
+from ..ops.loops import max_lanes
+from ..utils.dtype import is_narrow_float
 from .passes import function_pass, target_of
 
 VECTOR_BYTES = 16  # the widest single load or store of a CUDA thread
@@ -35,38 +37,30 @@ _ARITH_NODES = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.FloorDiv, tirx.Floo
                 tirx.Max, tirx.Select, tirx.Call)
 
 
-def _narrow_float(dtype) -> bool:
-    t = tvm.DataType(str(dtype))
-    return t.is_float and t.bits < 16
-
-
 def _computes_on_narrow_floats(body) -> bool:
     """Whether an expression of the loop body other than a load or a conversion yields a
     float8 (or narrower float) value."""
     found = []
 
     def on_expr(node):
-        if isinstance(node.ty, tvm.ir.PrimType) and _narrow_float(node.ty.dtype):
+        if isinstance(node.ty, tvm.ir.PrimType) and is_narrow_float(node.ty.dtype):
             found.append(node)
 
     tvm_ffi.structural_walk(body, [(t, on_expr) for t in _ARITH_NODES])
     return bool(found)
 
 
-def _widest_element(body) -> tuple[int, bool]:
-    """(bytes, is a sub-16-bit float) of the widest element the loop body loads or stores."""
-    widest, narrow_float = 1, False
+def _vector_lanes(body) -> int:
+    """The most lanes one vector access of every buffer the loop body loads or stores moves."""
+    lanes = [VECTOR_BYTES]
 
     def on_access(node):
-        nonlocal widest, narrow_float
         buf = node.source if isinstance(node, tvm.ir.TensorLoad) else node.buffer
-        t = tvm.DataType(buf.dtype)
-        widest = max(widest, max(1, t.bits // 8))
-        narrow_float |= t.is_float and t.bits < 16
+        lanes.append(max_lanes(buf.dtype, VECTOR_BYTES))
 
     tvm_ffi.structural_walk(body, [(tvm.ir.TensorLoad, on_access),
                                    (tirx.BufferStore, on_access)])
-    return widest, narrow_float
+    return min(lanes)
 
 
 class _Legalize(StmtMutator):
@@ -100,10 +94,7 @@ class _Legalize(StmtMutator):
         if not isinstance(loop.extent, tirx.IntImm):
             return loop
         extent = loop.extent.value
-        nbytes, narrow_float = _widest_element(loop.body)
-        lanes = max(1, VECTOR_BYTES // nbytes)
-        if narrow_float:
-            lanes = min(lanes, 4)
+        lanes = _vector_lanes(loop.body)
         if extent <= lanes:
             return loop
         while extent % lanes:

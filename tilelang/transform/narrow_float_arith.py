@@ -15,6 +15,7 @@ from tvm import tirx
 
 from ..engine.target import is_cpu
 from ..ir_utils import map_nodes
+from ..utils.dtype import is_narrow_float
 from .passes import function_pass, target_of
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
@@ -22,10 +23,9 @@ _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
 
 def _narrow_float(expr) -> tvm.DataType | None:
     """The float8 (or narrower float) type of ``expr``, else ``None`` (pointers included)."""
-    if not isinstance(expr.ty, tvm.ir.PrimType):
+    if not isinstance(expr.ty, tvm.ir.PrimType) or not is_narrow_float(expr.ty.dtype):
         return None
-    t = tvm.DataType(str(expr.ty.dtype))
-    return t if t.is_float and t.bits < 16 else None
+    return tvm.DataType(str(expr.ty.dtype))
 
 
 def _wide(dtype: tvm.DataType) -> str:

@@ -226,5 +226,12 @@ def is_float(name: str) -> bool:
     return name.startswith(("float", "bfloat"))
 
 
+def is_narrow_float(name: str) -> bool:
+    """Whether ``name`` (a scalar or vector dtype) is a float narrower than 16 bits (float8,
+    float6, float4), a type CUDA has neither arithmetic nor wide vectors of."""
+    t = tvm.DataType(str(name))
+    return t.is_float and t.bits < 16
+
+
 def is_low_precision_float(name: str) -> bool:
     return name in ("float16", "bfloat16") or name.startswith("float8")
