@@ -140,24 +140,25 @@ def torch_assert_close(tensor_a: Any, tensor_b: Any, rtol: float = 1e-2, atol: f
 _RESULTS: list[tuple[str, float]] = []
 
 
-def process_func(func: Callable, *args: Any, repeat: int = 10, warmup: int = 3,
-                 **kwargs: Any) -> float:
-    """Run ``func(*args, **kwargs)`` ``warmup`` times, then time ``repeat`` runs; record and
-    return the mean milliseconds per run (printed by :func:`regression`).  A function that
-    returns a number is taken to report its own latency in ms, which is recorded instead."""
+def process_func(func: Callable, name: str | None = None, *, repeat: int = 10,
+                 warmup: int = 3, **kwargs: Any) -> float:
+    """Run ``func(**kwargs)`` ``warmup`` times, then time ``repeat`` runs; record the mean
+    milliseconds per run under ``name`` (default: the function's name) for :func:`regression`
+    to print, and return it.  A function that returns a number is taken to report its own
+    latency in ms, which is recorded instead."""
     result = None
     for _ in range(max(0, warmup)):
-        result = func(*args, **kwargs)
+        result = func(**kwargs)
     times = []
     for _ in range(max(1, repeat)):
         _sync()
         t0 = time.perf_counter()
-        result = func(*args, **kwargs)
+        result = func(**kwargs)
         _sync()
         times.append((time.perf_counter() - t0) * 1e3)
     ms = float(result) if isinstance(result, (int, float)) and not isinstance(result, bool) \
         else sum(times) / len(times)
-    _RESULTS.append((getattr(func, "__qualname__", repr(func)), ms))
+    _RESULTS.append((name or getattr(func, "__qualname__", repr(func)), ms))
     return ms
 
 

@@ -88,14 +88,18 @@ calls = []
 
 
 def regression_probe():
-    tt.process_func(lambda n: calls.append(n), 3, repeat=2, warmup=1)
+    tt.process_func(lambda n: calls.append(n), repeat=2, warmup=1, n=3)
+    tt.process_func(lambda n: calls.append(n), "sliding_window", repeat=1, warmup=0, n=4)
 
 
 def test_regression_runs_the_callers_regression_functions(capsys):
+    """The second positional argument of process_func names the record (as the public
+    regression scripts pass it), keyword arguments go to the function."""
     calls.clear()
     tt.regression()
-    assert calls == [3, 3, 3]  # one warm-up, two timed
-    assert "regression_probe" in capsys.readouterr().out
+    assert calls == [3, 3, 3, 4]  # one warm-up, two timed; then one timed
+    out = capsys.readouterr().out
+    assert "regression_probe: " in out and "regression_probe: sliding_window: " in out
 
 
 def test_math_helpers():
