@@ -130,8 +130,8 @@ CUPTI_MAX_CALLS = 1000  # profiled calls at most: each leaves a few events to po
 def _bench_cupti(fn, warmup, rep, n_warmup, n_repeat, fast_flush):
     """Mean GPU time per call: the durations of all device activities (kernels, copies) that
     the profiler records over the timed calls, less those of the flushes, over the calls.  The
-    flushes are recognised by the profiler range around them, not by kernel names (``fn`` may
-    launch the same fill kernel)."""
+    flushes are recognised by the profiler range around them, whose device-side span holds
+    their activities, not by kernel names (``fn`` may launch the same fill kernel)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     flush, n_rep = _calibrated(fn, warmup, rep, n_warmup, n_repeat, fast_flush)
@@ -152,24 +152,20 @@ def _bench_cupti(fn, warmup, rep, n_warmup, n_repeat, fast_flush):
 
 
 def device_time_us(events, excluded_range: str) -> tuple[float, float]:
-    """Total duration of the device activities among the profiler's ``events``, and the part
-    launched from inside a CPU range named ``excluded_range`` (microseconds)."""
+    """Total duration of the device activities (kernels, copies, memsets) among the profiler's
+    ``events``, and the part that ran inside the device-side span of the ranges named
+    ``excluded_range`` (microseconds).  The profiler mirrors each ``record_function`` range
+    on the device as a user annotation spanning the activities launched inside it; those
+    annotations are spans, not work, and are not counted."""
     from torch.autograd import DeviceType
 
-    total = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU)
-    excluded = 0.0
-    for e in events:
-        if e.device_type == DeviceType.CPU and e.kernels and _inside(e, excluded_range):
-            excluded += sum(k.duration for k in e.kernels)
+    device = [e for e in events if e.device_type != DeviceType.CPU]
+    spans = [e.time_range for e in device if e.is_user_annotation and e.name == excluded_range]
+    work = [e.time_range for e in device if not e.is_user_annotation]
+    total = sum(t.elapsed_us() for t in work)
+    excluded = sum(t.elapsed_us() for t in work
+                   if any(s.start <= t.start and t.end <= s.end for s in spans))
     return total, excluded
-
-
-def _inside(event, range_name: str) -> bool:
-    while event is not None:
-        if event.name == range_name:
-            return True
-        event = event.cpu_parent
-    return False
 
 
 def _bench_cudagraph(fn, rep, n_repeat, quantiles, return_mode, replays: int = 10):
