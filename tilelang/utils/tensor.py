@@ -11,7 +11,7 @@ from ..utils.dtype import is_float
 
 
 class TensorSupplyType(Enum):
-    Auto = "auto"  # normal(0, 1) for floats, small integers for ints
+    Auto = "auto"  # uniform(-1, 1) floats, whole-number float8s, small integers
     Integer = "integer"
     Uniform = "uniform"
     Normal = "normal"
@@ -21,7 +21,9 @@ class TensorSupplyType(Enum):
 
 
 def make_tensor(shape, dtype: str, tdtype, device, kind: TensorSupplyType) -> torch.Tensor:
-    """A tensor of ``shape`` for a parameter of ``dtype`` filled as ``kind`` says."""
+    """A tensor of ``shape`` for a parameter of ``dtype`` filled as ``kind`` says; ``Auto`` as
+    the public TileLang fills it (uniform floats in [-1, 1], float8 whole numbers in
+    [-128, 128), integers in [-2, 3), unsigned in [0, 3))."""
     if kind == TensorSupplyType.Zero:
         return torch.zeros(shape, dtype=tdtype, device=device)
     if kind == TensorSupplyType.One:
@@ -29,8 +31,13 @@ def make_tensor(shape, dtype: str, tdtype, device, kind: TensorSupplyType) -> to
     if not is_float(dtype) or kind == TensorSupplyType.Integer:
         if dtype == "bool":
             return torch.randint(0, 2, shape, device=device).to(tdtype)
-        lo, hi = (0, 4) if dtype.startswith("uint") else (-2, 3)
+        lo, hi = (0, 3) if dtype.startswith("uint") else (-2, 3)
         return torch.randint(lo, hi, shape, device=device).to(tdtype)
+    if kind == TensorSupplyType.Auto:
+        if dtype.startswith("float8"):  # whole numbers in [-128, 128), rounded to float8
+            return torch.randint(-128, 128, shape, device=device).to(torch.float32).to(tdtype)
+        return torch.empty(shape, device=device, dtype=torch.float32).uniform_(-1.0, 1.0) \
+            .to(tdtype)
     if kind == TensorSupplyType.Uniform:
         return torch.rand(shape, device=device, dtype=torch.float32).to(tdtype)
     return torch.randn(shape, device=device, dtype=torch.float32).to(tdtype)
