@@ -166,6 +166,18 @@ def effect_of(node) -> Effect | None:
     return d.effect if d is not None else None
 
 
+def synchronizes(call) -> bool:
+    """Whether ``call`` makes threads wait for each other: a device op with a ``sync`` effect
+    (named, block or grid barriers) or TVM's block barrier ``tvm_storage_sync``."""
+    eff = effect_of(call)
+    if eff is not None:
+        return eff.sync is not None
+    return isinstance(call, tvm.ir.Call) and call.op.same_as(_STORAGE_SYNC)
+
+
+_STORAGE_SYNC = tvm.ir.Op.get("tirx.tvm_storage_sync")
+
+
 def accessed_buffers(call: tvm.ir.Call, access: Access) -> list:
     """The buffers an access of ``call`` addresses: the tile of each ``address_of(tile[...])``
     argument at the access's positions."""

@@ -44,7 +44,7 @@ NAMED_BARRIER_ARRIVE = register_device_op(
     "threads without waiting")
 
 GRID_SYNC = register_device_op(
-    "tl.device.grid_sync", Effect(),
+    "tl.device.grid_sync", Effect(sync=Sync()),
     lambda c: cuda_func_call("cooperative_groups::this_grid().sync",
                              source_code="#include <cooperative_groups.h>\n"),
     "cooperative_groups::this_grid().sync(): all threads of the grid wait for each other "

@@ -29,6 +29,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.sym import Analyzer
 
+from ..device.effects import synchronizes
 from ..device.thread_group import ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError, source_location
@@ -78,6 +79,7 @@ class _Loop:
     inner: set = field(default_factory=set)  # handles of the loop vars nested in the body
     stored: set = field(default_factory=set)  # keys of the fragments the body writes
     group: ThreadGroup | None = None  # the threads the loop is spread over
+    synchronizes: bool = False  # the body has a barrier: its iterations wait for each other
 
 
 class _State:
@@ -306,7 +308,11 @@ class _Collect:
                 stored = set()
                 tvm_ffi.structural_walk(body, (tirx.BufferStore, lambda x: stored.add(
                     key(x.buffer))))
-                lp = _Loop(s, vars_, exts, fragment_accesses(body), inner, stored, self.group)
+                syncs = []
+                tvm_ffi.structural_walk(body, (tvm.ir.Call, lambda c: syncs.append(c)
+                                               if synchronizes(c) else None))
+                lp = _Loop(s, vars_, exts, fragment_accesses(body), inner, stored, self.group,
+                           bool(syncs))
                 self.loops.append(lp)
                 for buf, _ in lp.accesses:
                     self._use(buf, f"the T.Parallel loop over {list(exts)}", s.span)
@@ -465,7 +471,12 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
             break
         # the largest free fragment first: reductions and projections derive the smaller ones
         b = max(free, key=lambda x: (_size(x), -pending.index(x)))
-        vec = max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
+        # a loop with a barrier in its body keeps one iteration per thread where it can: a
+        # thread running several would interleave them with the barrier (each iteration's
+        # writes before the barrier would land before later iterations' reads)
+        in_sync_loop = any(lp.synchronizes and any(key(x) == key(b) for x, _ in lp.accesses)
+                           for lp in col.loops)
+        vec = 1 if in_sync_loop else max(1, 16 // max(1, tvm.DataType(b.dtype).bits // 8))
         shape, spans = [int(s) for s in b.shape], _thread_spans(b, col)
         lay = elementwise(shape, threads_of(b), vec=vec, spans=spans)
         views = [v for v, base in col.views if key(base) == key(b)]

@@ -254,6 +254,34 @@ def test_grid_barrier_source_and_cooperative_launch():
     assert _body(src).count("cooperative_groups::this_grid().sync();") == 1
 
 
+def grid_in_parallel_program(n=1024, block=64, threads=128):
+    """The public TileLang's cooperative test: a grid barrier inside T.Parallel, between each
+    iteration's read of a mirrored element and its write (every read must come first)."""
+    @T.prim_func
+    def main(A: T.Tensor((n,), T.float32)):
+        with T.Kernel(T.ceildiv(n, block), threads=threads) as bx:
+            A_local = T.alloc_fragment((block,), T.float32)
+            for i in T.Parallel(block):
+                A[bx * block + i] = bx * block + i
+            T.sync_grid()
+            for i in T.Parallel(block):
+                A_local[i] = A[n - bx * block - i - 1]
+                T.sync_grid()
+                A[bx * block + i] = A[bx * block + i] + A_local[i]
+
+    return main
+
+
+def test_a_barrier_inside_t_parallel_keeps_one_iteration_per_thread():
+    """A thread running several iterations of a loop with a barrier in its body would write
+    its first element before reading its second, which another block already overwrote (the
+    fragment was laid out four floats per thread, a wrong answer on the H200).  With 64
+    iterations over 128 threads each thread runs at most one: one barrier in the body."""
+    body = _body(tilelang.lower(grid_in_parallel_program(), target=SM90).kernel_source)
+    assert body.count("cooperative_groups::this_grid().sync();") == 2
+    assert "A_local_ptr[1];" in body
+
+
 def test_kernels_without_grid_barrier_launch_plainly():
     tags, _ = launch_params(rank_program())
     assert "tirx.use_cooperative_launch" not in tags
@@ -267,7 +295,8 @@ def run(code: str, timeout: int = 240) -> None:
     prelude = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {here!r})
         import torch, tilelang
-        from test_cluster import rank_program, handoff_program, grid_program
+        from test_cluster import (rank_program, handoff_program, grid_program,
+                                  grid_in_parallel_program)
     """)
     sys.path.insert(0, os.path.dirname(here))
     from gpus import run_script
@@ -315,4 +344,8 @@ def test_grid_barrier_on_gpu():
         a = torch.zeros(256, device="cuda")
         b = k(a)
         assert torch.equal(b, torch.arange(256, device="cuda", dtype=torch.float32).flip(0)), b
+        k = tilelang.compile(grid_in_parallel_program(), target="cuda")
+        a = torch.rand(1024, device="cuda")
+        k(a)
+        assert torch.equal(a, torch.full_like(a, 1023.0)), a
     """)
