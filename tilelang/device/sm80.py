@@ -13,7 +13,7 @@ from tvm.script import tirx as _T
 
 from .effects import (Access, Effect, Mechanism, Memory, Proxy, Sync, call,
                       register_device_op)
-from .thread_group import ThreadGroup
+from .thread_group import WARP_BARRIER, ThreadGroup
 
 G, S, R = Memory.GLOBAL, Memory.SHARED, Memory.REGISTER
 
@@ -83,6 +83,8 @@ def _emit_barrier(c):
     bar, count = c.args
     if _imm(bar) == 0:
         return tirx.call_extern("int32", "__syncthreads")
+    if _imm(bar) == WARP_BARRIER:
+        return tirx.call_extern("int32", "__syncwarp")
     # barrier.sync, not bar.sync (= barrier.sync.aligned): a group's barrier may follow code
     # whose lanes leave at different times (an mbarrier wait loop), and the aligned form let
     # ptxas assume a converged warp there (synccheck: "divergent threads")
@@ -92,7 +94,7 @@ def _emit_barrier(c):
 BARRIER = register_device_op(
     "tl.device.barrier", Effect(sync=Sync(barrier_arg=0, count_arg=1)), _emit_barrier,
     "barrier.sync id, count: the `count` threads of a group wait for each other; id 0 is the "
-    "whole block (__syncthreads)")
+    "whole block (__syncthreads), id -1 one warp (__syncwarp)")
 
 
 def barrier(bar_id: int, count: int) -> tirx.Call:

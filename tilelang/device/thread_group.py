@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from ..errors import LoweringError
 
 WARP_GROUP = 128  # threads of a warp group (4 warps)
+WARP = 32
+# The id BarrierIds gives a group of one warp: its barrier is the warp's own (``__syncwarp``)
+WARP_BARRIER = -1
 # The marker a ``T.ws`` region carries in the IR: ``AttrStmt(node, GROUP_ATTR, offset)`` whose
 # body is ``if offset <= tx < offset + count: ...``; the count is the ``tl.group_count`` attr.
 GROUP_ATTR = "tl.thread_group"
@@ -46,6 +49,11 @@ class ThreadGroup:
         return f"threads {self.offset}..{self.end - 1}"
 
 
+def is_one_warp(g: ThreadGroup) -> bool:
+    """Whether ``g`` is exactly one whole warp of the block."""
+    return g.count == WARP and g.offset % WARP == 0
+
+
 def warp_groups(ids, block: int) -> ThreadGroup:
     """The group formed by warp groups ``ids`` (consecutive) of a block of ``block`` threads."""
     ids = sorted(int(i) for i in ids)
@@ -60,12 +68,14 @@ def warp_groups(ids, block: int) -> ThreadGroup:
 
 class BarrierIds:
     """Named-barrier ids of one kernel.  Id 0 is the block barrier (``__syncthreads``), for
-    code that every thread runs at the same place.  Every other group is a range of warp
-    groups and has a fixed id: the ranges of the block's ``W`` warp groups, ordered by length
-    and then start, are numbered from 1, so every pass that needs a group's barrier finds
-    the same id without sharing state.  The range of all ``W`` warp groups has an id too: it
-    synchronizes the whole block from different code (the regions of two ``T.ws``), where
-    ``__syncthreads`` must not be used.  PTX has 16 ids."""
+    code that every thread runs at the same place.  Every other group is a range of whole
+    units of the block (warp groups; warps in a block of at most one warp group) and has a
+    fixed id: the ranges of the block's ``W`` units, ordered by length and then start, are
+    numbered from 1, so every pass that needs a group's barrier finds the same id without
+    sharing state.  The range of all ``W`` units has an id too: it synchronizes the whole
+    block from different code (the regions of two ``T.ws``), where ``__syncthreads`` must not
+    be used.  A group of one whole warp needs no id: its barrier is the warp's
+    (``WARP_BARRIER``).  PTX has 16 ids."""
 
     LIMIT = 16
 
@@ -76,21 +86,37 @@ class BarrierIds:
         """The id of ``group``'s barrier (``divergent``: reached from different code)."""
         if group == self.block and not divergent:
             return 0
-        if group.offset % WARP_GROUP or group.count % WARP_GROUP or \
-                not self.block.contains(group):
+        if is_one_warp(group) and self.block.contains(group):
+            return WARP_BARRIER
+        unit = barrier_unit(self.block)
+        if group.offset % unit or group.count % unit or not self.block.contains(group):
             raise LoweringError(f"no named barrier for {group}: thread groups are ranges of "
-                                f"warp groups ({WARP_GROUP} threads) of the block ({self.block})")
-        w = -(-self.block.count // WARP_GROUP)
+                                f"{'warps' if unit == WARP else 'warp groups'} ({unit} "
+                                f"threads) of the block ({self.block}), or one warp")
+        w = -(-self.block.count // unit)
         n = 1
         for length in range(1, w + 1):
             for start in range(0, w - length + 1):
-                if (start * WARP_GROUP, length * WARP_GROUP) == (group.offset, group.count):
+                if (start * unit, length * unit) == (group.offset, group.count):
                     if n >= self.LIMIT:
                         raise LoweringError(f"{group} would need named barrier {n}; PTX has "
                                             f"{self.LIMIT} (0..{self.LIMIT - 1})")
                     return n
                 n += 1
         raise LoweringError(f"no named barrier for {group}")
+
+
+def barrier_unit(block: ThreadGroup) -> int:
+    """The threads of the smallest group with a named barrier of its own: a warp in a block of
+    at most one warp group (at most 10 ranges), else a warp group."""
+    return WARP if block.count <= WARP_GROUP else WARP_GROUP
+
+
+def is_group_range(g: ThreadGroup, block: ThreadGroup) -> bool:
+    """Whether ``g`` can be a thread group of ``block``: whole barrier units, or one warp."""
+    unit = barrier_unit(block)
+    return g.count > 0 and block.contains(g) and (
+        (g.offset % unit == 0 and g.count % unit == 0) or is_one_warp(g))
 
 
 def group_of(attr) -> ThreadGroup | None:

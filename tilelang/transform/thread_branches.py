@@ -1,7 +1,9 @@
 """Branches on the thread index as thread groups: ``if tx < 128: ... elif tx >= 256: ...``.
 
 A kernel may specialize its warps by hand, branching on ``T.get_thread_binding()``.  The code
-of a branch taken by exactly a range of whole warp groups runs on that thread group, like
+of a branch taken by exactly a range of whole warp groups (of whole warps in a block of at
+most 128 threads), or by one whole warp (synchronized by ``__syncwarp``), runs on that thread
+group, like
 ``T.ws``: its tile operators, fragments and ``T.Parallel`` loops are spread over the group's
 threads, its shared-memory hazards synchronize on the group's named barrier.  The range is
 read off the condition's typed IR: its tests of ``tx`` are evaluated for every thread of the
@@ -16,7 +18,7 @@ blocks they are alternatives that run at the same time, with no program order be
 and the chain as a whole with the code around it, never one branch with another.  A
 condition that also tests something else (``tx < 128 and k > 0``) keeps that test inside the
 region; then its ``else`` is not a fixed range and the ``if`` is left as written, as are
-conditions whose threads are not a range of whole warp groups (``tx == 0``, ``tx % 2``).
+conditions whose threads are neither (``tx == 0``, ``tx < 64``, ``tx % 2``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 import tvm_ffi
 from tvm import tirx
 
-from ..device.thread_group import GROUP_ATTR, WARP_GROUP, ThreadGroup, group_of
+from ..device.thread_group import GROUP_ATTR, ThreadGroup, group_of, is_group_range
 from ..ir_utils import StmtMutator, seq, substitute, uses_var
 from ..utils.np_eval import NotEvaluable, np_eval
 
@@ -83,10 +85,6 @@ def _rest(within: ThreadGroup, taken: ThreadGroup) -> ThreadGroup | None:
     return None
 
 
-def is_warp_group_range(g: ThreadGroup) -> bool:
-    return g.offset % WARP_GROUP == 0 and g.count % WARP_GROUP == 0 and g.count > 0
-
-
 def region(g: ThreadGroup, tx, body: tirx.Stmt, span=None) -> tirx.Stmt:
     """``body`` as a thread-group region of ``g`` (the IR ``T.ws`` builds)."""
     cond = tirx.And(tx >= g.offset, tx < g.end) if g.offset else tx < g.end
@@ -95,11 +93,11 @@ def region(g: ThreadGroup, tx, body: tirx.Stmt, span=None) -> tirx.Stmt:
 
 
 class ThreadBranches(StmtMutator):
-    """Turn the warp-group branches of one kernel into thread-group regions (module doc).
+    """Turn the warp-group and one-warp branches of one kernel into thread-group regions (module doc).
     ``tx`` is the kernel's ``threadIdx.x``, ``block`` its threads."""
 
     def __init__(self, tx, block: ThreadGroup):
-        self.tx, self.group = tx, block
+        self.tx, self.group, self.block = tx, block, block
         self.bound: dict = {}  # let-bound var handle -> value (``w = tx // 128``)
 
     def _bind(self, var, value):
@@ -136,13 +134,13 @@ class ThreadBranches(StmtMutator):
         if self.tx is None or not uses_var(cond, self.tx):
             return self.generic(s)
         taken = threads_taking(cond, self.tx, self.group)
-        if taken is None or taken == self.group or not is_warp_group_range(taken):
+        if taken is None or taken == self.group or not is_group_range(taken, self.block):
             return self.generic(s)
         uniform = [c for c, e in zip(_conjuncts(s.condition), _conjuncts(cond))
                    if not uses_var(e, self.tx)]
         rest = _rest(self.group, taken) if s.else_case is not None else None
         if s.else_case is not None and (uniform or rest is None or
-                                        not is_warp_group_range(rest)):
+                                        not is_group_range(rest, self.block)):
             return self.generic(s)  # the else branch is no fixed range of warp groups
         then = self._in(taken, s.then_case)
         if uniform:

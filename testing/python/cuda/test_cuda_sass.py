@@ -1,7 +1,8 @@
 """SASS of the default sm_90a GEMM: Hopper tensor-core instructions (HGMMA), no local memory.
 
-Needs nvcc (or NVRTC) and cuobjdump (on PATH, or from the ``nvidia-cuda-cuobjdump`` pip
-package); skipped where either is missing.  No GPU needed."""
+Needs nvcc (or NVRTC), cuobjdump and the nvdisasm it runs (on PATH, or from the
+``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` pip packages); skipped where one is
+missing.  No GPU needed."""
 
 import glob
 import os
@@ -16,12 +17,12 @@ import tilelang
 from programs import matmul
 
 
-def _cuobjdump():
-    found = shutil.which("cuobjdump")
+def _tool(name):
+    found = shutil.which(name)
     if found:
         return found
     for root in [sysconfig.get_paths()["purelib"], *site.getsitepackages()]:
-        hits = glob.glob(os.path.join(root, "nvidia", "*", "bin", "cuobjdump"))
+        hits = glob.glob(os.path.join(root, "nvidia", "*", "bin", name))
         if hits:
             return hits[0]
     return None
@@ -29,17 +30,19 @@ def _cuobjdump():
 
 @pytest.fixture(scope="module")
 def sass(tmp_path_factory):
-    tool = _cuobjdump()
-    if tool is None or shutil.which("nvcc") is None:
-        pytest.skip("needs nvcc and cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    tool, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
+    if tool is None or nvdisasm is None or shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc, cuobjdump and nvdisasm "
+                    "(pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)")
     from tilelang.engine.cuda import compile_source
 
     k = tilelang.compile(matmul(4096, 4096, 4096, 128, 256, 64, num_stages=3, threads=256),
                          out_idx=[2], target="cuda -arch=sm_90a")
     cubin = tmp_path_factory.mktemp("sass") / "gemm.cubin"
     cubin.write_bytes(compile_source(k.get_kernel_source(), k.target, "cubin"))
+    env = dict(os.environ, NVDISASM_PATH=os.path.dirname(nvdisasm))
     return subprocess.run([tool, "-sass", str(cubin)], capture_output=True, text=True,
-                          check=True).stdout
+                          check=True, env=env).stdout
 
 
 def test_default_sm90a_gemm_runs_on_hgmma(sass):

@@ -19,8 +19,8 @@ def run(code: str, timeout: int = 240) -> None:
     prelude = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {os.path.join(os.path.dirname(HERE), "transform")!r})
         import torch, tilelang
-        from test_thread_branches import (consumer_then_producer, two_gemm_groups,
-                                          unrolled_stages, ws_attention)
+        from test_thread_branches import (consumer_then_producer, one_warp_branch,
+                                          two_gemm_groups, unrolled_stages, ws_attention)
         torch.manual_seed(0)
     """)
     run_script(prelude, code, timeout)
@@ -88,4 +88,19 @@ def test_unrolled_stages_in_a_branch():
         i = torch.arange(64, device="cuda")
         ref = sum((i[:, None] + i[None, :] + s).half().float() @ b.float() for s in range(2))
         torch.testing.assert_close(c, ref, rtol=1e-2, atol=1e-1)
+    """)
+
+
+def test_one_warp_branch_of_a_small_block():
+    """96 threads: warp 0 takes a row softmax numerator of A (its reduction over the warp's
+    32 threads, synchronized by __syncwarp), warps 1-2 write twice A's diagonal."""
+    run("""
+        k = tilelang.compile(one_warp_branch(), target="cuda")
+        a = torch.randn(4, 4, device="cuda")
+        b = torch.zeros(4, 4, device="cuda")
+        c = torch.zeros(4, device="cuda")
+        k(a, b, c)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(b, torch.exp(a - a.max(dim=1, keepdim=True).values))
+        torch.testing.assert_close(c, 2 * torch.diagonal(a))
     """)

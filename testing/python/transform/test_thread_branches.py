@@ -95,6 +95,39 @@ def test_an_elif_chain_becomes_one_chain_of_group_regions():
         [ThreadGroup(256, 128)]
 
 
+def one_warp_branch(threads=96, n=4):
+    """The public mHC pre kernel's shape: warp 0 reduces a small fragment (a row softmax),
+    the other warps do something else."""
+    @T.prim_func
+    def main(A: T.Tensor((n, n), "float32"), B: T.Tensor((n, n), "float32"),
+             C: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            if T.get_thread_binding() < 32:
+                cm = T.alloc_fragment((n, n), "float32")
+                row_max = T.alloc_fragment((n,), "float32")
+                for j, k in T.Parallel(n, n):
+                    cm[j, k] = A[j, k]
+                T.reduce_max(cm, row_max, dim=1)
+                for j, k in T.Parallel(n, n):
+                    B[j, k] = T.exp(cm[j, k] - row_max[j])
+            else:
+                for j in T.Parallel(n):
+                    C[j] = A[j, j] * 2.0
+
+    return main
+
+
+def test_one_warp_and_whole_warp_branches_of_a_small_block_are_groups():
+    """In a 96-thread block, ``tx < 32`` is one warp (its barrier ``__syncwarp``) and its else
+    two warps; the fragment reduced in the branch is spread over the warp's 32 threads, not
+    over 96 (24 copies of a 4x4 tile, an all-reduce over 24 threads: refused before)."""
+    chains = _attrs(derive_thread_groups(one_warp_branch().body), BRANCHES_ATTR)
+    assert [group_of(r) for r in branch_regions(chains[0])] == \
+        [ThreadGroup(0, 32), ThreadGroup(32, 64)]
+    src = tilelang.lower(one_warp_branch(), target=SM90A).kernel_source
+    assert "__syncthreads" not in src[src.index("if (((int)threadIdx.x) < 32)"):]
+
+
 def test_a_branch_that_also_tests_a_value_keeps_its_if():
     # `tx < 128 and n > 0` with an else: the else runs on a varying set of threads
     body = derive_thread_groups(_chain(flag_test=True).body)

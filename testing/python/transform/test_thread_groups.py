@@ -7,7 +7,7 @@ import tvm_ffi
 import tilelang
 import tilelang.language as T
 from tilelang.device.effects import device_op_of
-from tilelang.device.thread_group import BarrierIds, ThreadGroup
+from tilelang.device.thread_group import WARP_BARRIER, BarrierIds, ThreadGroup
 from tilelang.errors import DSLError, LoweringError
 from tilelang.transform import (InjectThreadSync, LayoutInference, LowerParallelLoops,
                                 LowerTileOps, PlanSharedMemory)
@@ -124,6 +124,17 @@ def test_barrier_ids_per_kernel():
     assert ids.of(ThreadGroup(0, 384), divergent=True) == 6
     with pytest.raises(LoweringError, match="ranges of warp groups"):
         ids.of(ThreadGroup(32, 64))
+    assert ids.of(ThreadGroup(64, 32)) == WARP_BARRIER  # one warp: __syncwarp
+
+
+def test_barrier_ids_of_a_block_of_at_most_one_warp_group_count_warps():
+    """A block of 96 threads: its ranges of whole warps are numbered (3 + 2 + 1 of them)."""
+    ids = BarrierIds(ThreadGroup(0, 96))
+    assert ids.of(ThreadGroup(0, 32)) == WARP_BARRIER
+    assert ids.of(ThreadGroup(32, 64)) == 5 and ids.of(ThreadGroup(0, 64)) == 4
+    assert ids.of(ThreadGroup(0, 96), divergent=True) == 6
+    with pytest.raises(LoweringError, match=r"ranges of warps \(32 threads\)"):
+        ids.of(ThreadGroup(16, 32))
 
 
 def test_ws_checks_its_groups():
