@@ -47,7 +47,7 @@ class AutoTunedFunction:
         try:
             if key in self._best:
                 return self._best[key]
-        except TypeError:  # unhashable arguments: tune every time, like tilelang.jit
+        except TypeError:  # unhashable arguments: tune every time
             key = None
         tuner = AutoTuner(self.fn, self.configs).bind(*args, **kwargs)
         tuner.set_profile_args(**self.profile)

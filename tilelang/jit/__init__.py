@@ -13,6 +13,7 @@ from ..errors import TileLangError
 from ..language.func_attrs import compile_options
 from ..transform import pass_config
 from . import cache
+from .binding import CallBinding
 from .cache import clear_cache, disable_cache, enable_cache
 from .kernel import JITKernel, build, normalize_out_idx
 
@@ -70,28 +71,40 @@ def _storable(target) -> bool:
 
 
 class _JITFunction:
-    """A function returning a ``T.prim_func``, compiled once per distinct argument tuple."""
+    """A function returning a ``T.prim_func``, compiled once per distinct compile-time
+    arguments (the lazy mode: a call returns the kernel)."""
+
+    mode = "lazy"
 
     def __init__(self, fn: Callable, options: dict):
         self.fn = fn
         self.options = options
-        self._kernels: dict = {}
+        self.func = CallBinding(fn, mode="lazy")
+        self._kernel_cache: dict = {}      # by the canonical key of func.parse_args
+        self._call_form_cache: dict = {}   # by the call's own arguments, as written
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> JITKernel:
-        key = (args, tuple(sorted(kwargs.items())))
+        form = (args, tuple(kwargs.items()))
         try:
-            return self._kernels[key]
+            return self._call_form_cache[form]
         except KeyError:
             pass
-        except TypeError:  # unhashable arguments: compile every time
-            return compile(self.fn(*args, **kwargs), **self.options)
-        kernel = compile(self.fn(*args, **kwargs), **self.options)
-        self._kernels[key] = kernel
+        except TypeError:
+            raise TypeError(f"{self.fn.__name__}(): an unhashable argument in "
+                            f"{_call_text(args, kwargs)}; kernels are cached by their "
+                            f"arguments, so pass tuples rather than lists or dicts") from None
+        key, _ = self.func.parse_args(*args, **kwargs)
+        kernel = self._kernel_cache.get(key)
+        if kernel is None:
+            kernel = compile(self.fn(*args, **kwargs), **self.options)
+            self._kernel_cache[key] = kernel
+        self._call_form_cache[form] = kernel
         return kernel
 
     def clear_cache(self) -> None:
-        self._kernels.clear()
+        self._kernel_cache.clear()
+        self._call_form_cache.clear()
 
     def compile(self, *args: Any, **kwargs: Any) -> JITKernel:
         """The kernel for these arguments (as calling the function gives it)."""
@@ -110,6 +123,11 @@ class _JITFunction:
         from .par_compile import compile_each
 
         return compile_each(self, configs, ignore_error)
+
+
+def _call_text(args: tuple, kwargs: dict) -> str:
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return "(" + ", ".join(shown) + ")"
 
 
 def _jit_function(fn: Callable, options: dict):

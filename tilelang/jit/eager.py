@@ -41,6 +41,7 @@ from tvm.script.parser.core.parser import Parser
 from tvm.tirx.buffer import is_buffer_var
 
 from ..errors import DSLError, DSLTypeError, KernelArgumentError
+from .binding import CallBinding, key_value, tensors_key
 from .params import logical_layout
 from ..language import eager as _lang
 from ..language import parser as _parser
@@ -67,6 +68,8 @@ def is_eager(fn: Callable) -> bool:
 class EagerJITFunction:
     """An eager kernel function: call it with tensors, or ``.compile`` it by sizes."""
 
+    mode = "eager"
+
     def __init__(self, fn: Callable, options: dict):
         self.fn = fn
         self.options = options
@@ -78,24 +81,20 @@ class EagerJITFunction:
         self._sig_tensors = {n: a for n, a in fn.__annotations__.items() if is_buffer_var(a)}
         self.tensor_params = [n for n in names if n in in_body or n in self._sig_tensors]
         self.value_params = [n for n in names if n not in self.tensor_params]
+        self.func = CallBinding(fn, self.tensor_params, mode="eager")
         self._probe_fn = self._make_probe()
-        self._by_call: dict = {}
-        self._kernels: dict = {}
+        self._call_form_cache: dict = {}   # by values and tensor key: (kernel, returns)
+        self._kernel_cache: dict = {}      # by values, sizes and target
 
     # public surface -------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         values, tensors, consts = self._split(args, kwargs, require_tensors=True)
-        key = None
-        try:
-            key = (tuple(values.items()), tuple(_tensor_key(t) for t in tensors.values()))
-            hit = self._by_call.get(key)
-        except TypeError:  # an unhashable value: no call cache
-            hit = None
+        key = (key_value(values), tensors_key(tensors))
+        hit = self._call_form_cache.get(key)
         if hit is None:
             consts.update(self._bind_sizes(values, tensors))
             hit = self._kernel(values, consts, self._target(tensors))
-            if key is not None:
-                self._by_call[key] = hit
+            self._call_form_cache[key] = hit
         kernel, n_returned, single = hit
         outs = kernel(*tensors.values())
         if n_returned == 0:
@@ -142,14 +141,15 @@ class EagerJITFunction:
         return compile_each(self.compile, configs, ignore_error)
 
     def clear_cache(self) -> None:
-        self._by_call.clear()
-        self._kernels.clear()
+        self._call_form_cache.clear()
+        self._kernel_cache.clear()
 
     # arguments ------------------------------------------------------------------------
     def _split(self, args, kwargs, require_tensors: bool):
         """(values of the Python parameters, the tensor arguments given, sizes by name)."""
         params = self.signature.parameters
-        consts = {k: kwargs.pop(k) for k in list(kwargs) if k not in params}
+        consts = {} if self.func.takes_var_keyword else \
+            {k: kwargs.pop(k) for k in list(kwargs) if k not in params}
         if require_tensors and consts:
             raise TypeError(f"{self.fn.__name__}() got unexpected keyword arguments "
                             f"{sorted(consts)}")
@@ -216,16 +216,15 @@ class EagerJITFunction:
     def _kernel(self, values: dict, consts: dict, target: Any):
         from . import compile as _compile
 
-        key = (_hashable(values), tuple(sorted(consts.items())), str(target))
-        hit = self._kernels.get(key) if key[0] is not None else None
+        key = (key_value(values), tuple(sorted(consts.items())), str(target))
+        hit = self._kernel_cache.get(key)
         if hit is None:
             func, n_outputs, n_returned, single = self._build(values, consts)
             n = len(func.params)
             opts = {k: v for k, v in self.options.items() if k not in ("out_idx", "target")}
             kernel = _compile(func, out_idx=list(range(n - n_outputs, n)), target=target, **opts)
             hit = (kernel, n_returned, single)
-            if key[0] is not None:
-                self._kernels[key] = hit
+            self._kernel_cache[key] = hit
         return hit
 
     def _build(self, values: dict, consts: dict):
@@ -488,21 +487,6 @@ def _assign(name: str, value: ast.expr) -> ast.Assign:
 
 def _is_one_of(value: Any, buffers: list) -> bool:
     return hasattr(value, "same_as") and any(value.same_as(b) for b in buffers)
-
-
-def _tensor_key(t: Any):
-    if isinstance(t, torch.Tensor):  # strides too: T.StridedTensor binds sizes from them
-        return (tuple(t.shape), t.stride(), t.dtype, t.device.type)
-    return (type(t), id(t))
-
-
-def _hashable(values: dict):
-    try:
-        key = tuple(values.items())
-        hash(key)
-        return key
-    except TypeError:
-        return None
 
 
 __all__ = ["EagerJITFunction", "is_eager"]

@@ -87,9 +87,9 @@ def test_call_binds_sizes_from_tensors_and_returns_outputs():
     torch.testing.assert_close(scale_add(a, b, alpha=3.0), a * 3 + b)
     a2, b2 = torch.randn(16, 4), torch.randn(16, 4)
     torch.testing.assert_close(scale_add(a2, b2), a2 * 2 + b2)
-    assert len(scale_add._kernels) == 3  # one per (alpha, sizes)
+    assert len(scale_add._kernel_cache) == 3  # one per (alpha, sizes)
     scale_add(a, b)
-    assert len(scale_add._kernels) == 3
+    assert len(scale_add._kernel_cache) == 3
 
 
 def test_compile_by_sizes_gives_a_kernel():
@@ -106,7 +106,7 @@ def test_macro_returning_an_output_and_signature_types():
     for rows in (48, 50):  # N is dynamic: one kernel serves both
         a = torch.randn(rows, 8)
         assert torch.equal(copy_dynamic_rows(a), a)
-    assert len(copy_dynamic_rows._kernels) == 1
+    assert len(copy_dynamic_rows._kernel_cache) == 1
 
 
 def test_inputs_written_in_place_and_nothing_returned():
@@ -161,5 +161,5 @@ def test_eager_gemm_on_cuda_tensors_compiles_for_the_gpu():
     c = eager_matmul(a, b)
     assert c.device.type == "cuda"
     torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=1e-2)
-    (kernel, _, _), = eager_matmul._kernels.values()
+    (kernel, _, _), = eager_matmul._kernel_cache.values()
     assert kernel.target.kind.name == "cuda"
