@@ -23,6 +23,13 @@ def clamp(value: Any, min_val: Any, max_val: Any) -> Any:
     return _T.min(_T.max(value, min_val), max_val)
 
 
+def infinity(dtype: Any, span: Any = None) -> Any:
+    """+inf of the float ``dtype`` (``T.float16`` ... ``T.float8_e5m2``)."""
+    from ..utils.dtype import infinity as _infinity
+
+    return _infinity(str(dtype))
+
+
 def align_up(value: Any, alignment: Any) -> Any:
     """The smallest multiple of ``alignment`` (positive) that is at least ``value``:
     ``ceildiv(value, alignment) * alignment``."""
@@ -281,5 +288,5 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source",
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity",
            "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH]

@@ -296,6 +296,32 @@ class Fragment(Layout):
                                     self.replicas, name=f"reshape({self.name})")
         return out.normalized()
 
+    def repeat(self, repeats: Sequence[int], repeat_on_thread: bool = False,
+               lower_dim_first: bool = True) -> "Fragment":
+        """This layout tiled ``repeats[d]`` times along each dim ``d``: every copy of the tile
+        is laid out alike, in new registers (``repeat_on_thread=False``) or on new threads
+        after the existing ones.  Copies are numbered with dim 0 slowest when
+        ``lower_dim_first``, else fastest."""
+        if self.dims is None:
+            raise ValueError("Fragment.repeat needs a fragment built from factors")
+        repeats = [int(r) for r in repeats]
+        if len(repeats) != len(self.shape) or any(r < 1 for r in repeats):
+            raise ValueError(f"Fragment.repeat: repeats {repeats} must be one positive count "
+                             f"per dim of the shape {self.shape}")
+        if self.is_padded() and any(r > 1 for r in repeats):
+            raise ValueError(f"Fragment.repeat: the padded layout {self!r} cannot be tiled")
+        kind = THREAD if repeat_on_thread else REG
+        stride = self.num_threads if repeat_on_thread else self.num_regs
+        outer = [None] * len(repeats)
+        for d in (reversed(range(len(repeats))) if lower_dim_first else range(len(repeats))):
+            if repeats[d] > 1:
+                outer[d] = Factor(d, repeats[d], kind, stride)
+                stride *= repeats[d]
+        dims = [([outer[d]] if outer[d] else []) + list(fs) for d, fs in enumerate(self.dims)]
+        shape = [n * r for n, r in zip(self.shape, repeats)]
+        return Fragment.from_factors(shape, dims, self.replicas,
+                                     name=f"repeat({self.name}, {repeats})")
+
     def permuted(self, order: Sequence[int]) -> "Fragment":
         """The layout of the transposed tile whose dim ``k`` is dim ``order[k]`` of this one:
         every element keeps its thread and register."""
@@ -450,6 +476,22 @@ def elementwise(shape: Sequence[int], num_threads: int, vec: int = 1, name: str 
         dims.append([x for x in fs if x.extent > 1] or [Factor(d, 1, REG, 1)])
     replicas = [Factor(-1, left, THREAD, t)] if left > 1 else []
     return Fragment.from_factors(shape, dims, replicas, name=name or "elementwise")
+
+
+def make_gemm_fragment_8x8() -> Fragment:
+    """The 8x8 tile of an mma operand or accumulator over one warp: row ``i`` on threads
+    ``4 * i .. 4 * i + 3``, each holding two consecutive columns (``ldmatrix``'s layout)."""
+    return Fragment.from_factors(
+        [8, 8], [[Factor(0, 8, THREAD, 4)], [Factor(1, 4, THREAD, 1), Factor(1, 2, REG, 1)]],
+        name="gemm_8x8")
+
+
+def make_gemm_fragment_8x8_transposed() -> Fragment:
+    """:func:`make_gemm_fragment_8x8` of the transposed tile: column ``j`` on threads
+    ``4 * j .. 4 * j + 3``, each holding two consecutive rows (``ldmatrix.trans``)."""
+    return Fragment.from_factors(
+        [8, 8], [[Factor(0, 4, THREAD, 1), Factor(0, 2, REG, 1)], [Factor(1, 8, THREAD, 4)]],
+        name="gemm_8x8_transposed")
 
 
 def replicated(shape: Sequence[int], num_threads: int, name: str = "replicated") -> Fragment:

@@ -22,6 +22,7 @@ from tvm import tirx
 
 from ..device import sm80 as device
 from ..errors import LoweringError, TileOpError
+from ..utils.dtype import infinity
 from . import loops
 from . import region as R
 from .base import LayoutContext, LowerContext, TileOp, register
@@ -46,22 +47,13 @@ class Reduce(TileOp):
                        f"T.reduce_{self.kind}({s.name}, {d.name})")
 
 
-_INF_BITS = {"float16": 0x7C00, "bfloat16": 0x7F80}  # +inf; the sign bit is 0x8000
-
-
 def identity(kind: str, dtype: str):
     """The value a reduction computing in ``dtype`` (see :func:`accum_dtype`) starts from:
     -inf / +inf for float max / min, the extreme integers for integer ones, 0 for sums."""
     if kind in ("max", "min", "absmax"):
         sign = 1 if kind == "min" else -1
         if tvm.DataType(dtype).is_float:
-            bits = _INF_BITS.get(str(dtype))
-            if bits is None:
-                return tirx.const(sign * float("inf"), dtype)
-            # a 16-bit infinity as its bits: CUDA codegen prints the constant as
-            # __float2bfloat16_rn(-inff), which does not compile
-            return tirx.reinterpret(str(dtype), tirx.const(bits | (0x8000 if sign < 0 else 0),
-                                                           "uint16"))
+            return infinity(str(dtype), negative=sign < 0)
         return tirx.max_value(dtype) if sign > 0 else tirx.min_value(dtype)
     return tirx.const(0, dtype)
 

@@ -79,6 +79,9 @@ class dtype(tvm.DataType):  # noqa: N801  (the public name is ``T.dtype``)
         return super().__new__(cls, _resolve(value, "T.dtype"))
 
     def __call__(self, expr: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(expr, int) and not isinstance(expr, bool) and not args and not kwargs \
+                and str(self).startswith(("int", "uint")):
+            return tirx.const(expr, str(self))  # TVMScript's UInt64(2**64 - 1) fails
         ctor = _tvm_constructor(str(self))
         if ctor is not None:
             return ctor(expr, *args, **kwargs)
@@ -224,6 +227,26 @@ def packed_torch_dtypes(name: str) -> tuple:
 
 def is_float(name: str) -> bool:
     return name.startswith(("float", "bfloat"))
+
+
+# +infinity of the floats whose constants CUDA codegen cannot print (it writes
+# __float2bfloat16_rn(inff), which does not compile): their bits, the sign bit apart
+_INF_BITS = {"float16": (0x7C00, 0x8000, "uint16"), "bfloat16": (0x7F80, 0x8000, "uint16"),
+             "float8_e5m2": (0x7C, 0x80, "uint8")}
+
+
+def infinity(name: str, negative: bool = False) -> tirx.PrimExpr:
+    """+inf (or -inf) of the float type ``name``, as a constant every backend prints; a float
+    type without an infinity (``float8_e4m3fn``: its top code is NaN) raises ``DSLError``."""
+    name = str(name)
+    if not is_float(name):
+        raise DSLError(f"T.infinity: {name} is not a float type")
+    if name in _INF_BITS:
+        bits, sign, storage = _INF_BITS[name]
+        return tirx.reinterpret(name, tirx.const(bits | (sign if negative else 0), storage))
+    if tvm.DataType(name).bits < 16:
+        raise DSLError(f"T.infinity: {name} has no infinity (use T.max_value({name!r}))")
+    return tirx.const(float("-inf") if negative else float("inf"), name)
 
 
 def is_narrow_float(name: str) -> bool:

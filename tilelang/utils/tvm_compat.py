@@ -1,4 +1,5 @@
-"""``expr.dtype`` on TVM 0.27 scalar expressions.
+"""``expr.dtype`` on TVM 0.27 scalar expressions, and other behaviour of the TVM that the public
+TileLang ships (see :func:`install`).
 
 Programs written for the public TileLang read ``x.dtype`` of a scalar expression (a loaded
 element, a variable, ``a + b``) and compare it with a dtype (``val.dtype == T.uint8``).  TVM
@@ -45,16 +46,41 @@ def _stmt_functor_module():
     return mod
 
 
+def _typed_int_operand(method):
+    """``method`` (a bitwise operator of TVM expressions) with a Python int operand made a
+    constant of the expression's integer type when it fits there: TVM makes it an int32 first,
+    so ``u32 & 0xFFFFFFFF`` failed ("cannot make uint from negative value -1")."""
+
+    def typed(self, other):
+        ty = getattr(self, "ty", None)
+        if isinstance(other, int) and not isinstance(other, bool) \
+                and isinstance(ty, tvm.ir.PrimType):
+            t = tvm.DataType(str(ty.dtype))
+            if t.lanes == 1 and str(t).startswith(("int", "uint")):
+                low = 0 if str(t).startswith("uint") else -(1 << (t.bits - 1))
+                if low <= other < low + (1 << t.bits):
+                    other = tvm.tirx.const(other, str(t))
+        return method(self, other)
+
+    typed._tilelang = True
+    return typed
+
+
 def install() -> None:
     """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs),
     ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``), ``PrimFunc`` its
-    ``buffer_map`` and ``tvm.tirx`` the ``stmt_functor.post_order_visit`` of older TVMs."""
+    ``buffer_map``, ``tvm.tirx`` the ``stmt_functor.post_order_visit`` of older TVMs, and
+    bitwise operators that give a Python int the other operand's integer type."""
     if not hasattr(tvm.tirx, "Call"):
         tvm.tirx.Call = tvm.ir.Call
     if not hasattr(tvm.tirx, "stmt_functor"):
         tvm.tirx.stmt_functor = _stmt_functor_module()
     if not hasattr(tvm.tirx.PrimFunc, "buffer_map"):
         tvm.tirx.PrimFunc.buffer_map = property(_buffer_map)
+    for name in ("__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__"):
+        method = tvm.ir.expr.ExprOperand.__dict__[name]
+        if not getattr(method, "_tilelang", False):
+            setattr(tvm.ir.expr.ExprOperand, name, _typed_int_operand(method))
     if "dtype" not in tvm.ir.Expr.__dict__:
         tvm.ir.Expr.dtype = property(_scalar_dtype)
     var_dtype = tvm.ir.expr.Var.__dict__.get("dtype")

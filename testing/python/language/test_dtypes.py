@@ -1,6 +1,7 @@
 """Dtype objects: ``T.float16`` is the string "float16", a TVM DataType and a constructor."""
 
 import pickle
+import shutil
 
 import pytest
 import torch
@@ -118,3 +119,42 @@ def test_float8_e4m3_is_the_finite_cuda_format():
     assert T.float8_e4m3 == "float8_e4m3fn"
     assert T.dtype("float8_e4m3") == T.dtype("e4m3_float8") == "float8_e4m3fn"
     assert T.float8_e4m3.as_torch() is torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "float8_e5m2"])
+def test_infinity_of_every_float_type_with_one(dtype):
+    @T.prim_func
+    def fill_inf(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype)):
+        with T.Kernel(1, threads=1):
+            T.fill(A, T.infinity(dtype))
+            T.fill(B, -T.infinity(T.dtype(dtype)))
+
+    k = tilelang.compile(fill_inf, out_idx=[0, 1], target="cpu")
+    a, b = k()
+    assert torch.all(a.float() == float("inf")) and torch.all(b.float() == float("-inf"))
+    if shutil.which("nvcc"):  # and the constant prints as CUDA that compiles
+        assert ".target sm_90a" in tilelang.compile(fill_inf, out_idx=[0, 1],
+                                                    target="cuda -arch=sm_90a").get_ptx()
+    with pytest.raises(DSLError, match="float8_e4m3fn has no infinity"):
+        T.infinity(T.float8_e4m3fn)
+
+
+def test_python_ints_take_the_integer_type_of_a_bitwise_operand():
+    assert str(T.uint32(0xFFFFFFFF)) == "T.uint32(4294967295)"
+    assert str(T.uint64(2**64 - 1)) == "T.uint64(18446744073709551615)"
+    u = T.uint32()
+    for expr in (u & 0xFFFFFFFF, 0xFFFFFFFF & u, u | 0x80000000, u ^ 0xFFFFFFFF):
+        assert str(expr.ty) == "uint32"
+    i = T.int64()
+    assert str((i & 0x7FFFFFFFFFFFFFFF).ty) == "int64"
+
+    @T.prim_func
+    def low_word(A: T.Tensor((4,), "uint32"), B: T.Tensor((4,), "uint32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                B[i] = (A[i] ^ 0xFFFFFFFF) & 0xFFFF0000
+
+    a = torch.tensor([0, 1, 0xFFFF, 0x12345678], dtype=torch.int64).to(torch.uint32)
+    b = tilelang.compile(low_word, out_idx=[1], target="cpu")(a)
+    expect = [(~x & 0xFFFFFFFF) & 0xFFFF0000 for x in (0, 1, 0xFFFF, 0x12345678)]
+    assert [int(v) for v in b.to(torch.int64)] == expect
