@@ -60,8 +60,10 @@ class JITKernel:
         return self._launch(self._fn, args)
 
     # sources -------------------------------------------------------------------------
-    def get_kernel_source(self) -> str:
-        """The device code: CUDA C for GPU targets, LLVM IR for the CPU."""
+    def get_kernel_source(self, kernel_only: bool = False) -> str:
+        """The device code: CUDA C for GPU targets, LLVM IR for the CPU.  ``kernel_only``
+        (the public TileLang's switch between the kernel and kernel plus host wrapper) changes
+        nothing: the host side here is TVM's packed function, which has no source."""
         if self.device_source is None:
             self.device_source = _source_of(self.rt_mod, self.target)
         return self.device_source

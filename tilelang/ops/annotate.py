@@ -46,6 +46,13 @@ class UseSwizzle(TileOp):
     fields = ("panel_size", "order", "enable")
 
 
+@register
+class AnnotateMinBlocksPerSM(TileOp):
+    name = "tl.annotate_min_blocks_per_sm"
+    printer = "annotate_min_blocks_per_sm"
+    fields = ("count",)
+
+
 def annotate_layout(layout_map: dict) -> None:
     """Fix the layout of buffers: ``{buf: tilelang.layout.Layout | Fragment}``; layout
     inference then treats it as given."""
@@ -100,17 +107,35 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any
                       enable=bool(enable)).to_call()
 
 
+def annotate_min_blocks_per_sm(count: int) -> Any:
+    """Ask the CUDA compiler to fit at least ``count`` blocks of this kernel on one SM
+    (``__launch_bounds__(threads, count)``: it limits registers per thread accordingly).  The
+    CPU ignores it."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise TileOpError(f"T.annotate_min_blocks_per_sm: count must be a positive int, got "
+                          f"{count!r}")
+    return AnnotateMinBlocksPerSM(count=count).to_call()
+
+
 def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
     from ..ir_utils import nop
 
     return nop()
 
 
-for _op in (AnnotateLayout, UseSwizzle):
+for _op in (AnnotateLayout, UseSwizzle, AnnotateMinBlocksPerSM):
     _op.lowering("cpu")(_drop)
 AnnotateLayout.lowering("cuda")(_drop)
 
 RASTERIZE = "tl.rasterize"
+MIN_BLOCKS = "tl.min_blocks_per_sm"
+
+
+@AnnotateMinBlocksPerSM.lowering("cuda")
+def _min_blocks_cuda(op: AnnotateMinBlocksPerSM, ctx: LowerContext) -> tirx.Stmt:
+    """A marker that ``LowerKernelLaunch`` turns into the kernel's launch bounds."""
+    return tirx.AttrStmt(tirx.const(0, "int32"), MIN_BLOCKS, tirx.const(op.count, "int32"),
+                         tirx.Evaluate(tirx.const(0, "int32")))
 
 
 @UseSwizzle.lowering("cuda")

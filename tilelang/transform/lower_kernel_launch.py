@@ -27,7 +27,7 @@ from ..device.effects import effect_of
 from ..engine.cuda import arch_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
-from ..ops.annotate import RASTERIZE
+from ..ops.annotate import MIN_BLOCKS, RASTERIZE
 from ..ops.atomic import ATOMIC_MARK
 from ..ops.loops import dtype_of
 from ..ir_utils import (StmtMutator, find_all, launch_chain, map_kernels, rebuffer, relaunch,
@@ -128,10 +128,29 @@ class _Rasterize(StmtMutator):
 
 
 class _DropMarks(StmtMutator):
+    def __init__(self, key: str = RASTERIZE):
+        self.key = key
+
     def visit_AttrStmt(self, s):
-        if s.attr_key == RASTERIZE:
+        if s.attr_key == self.key:
             return None
         return self.generic(s)
+
+
+def _launch_bounds(kernel: tirx.Stmt) -> tirx.Stmt:
+    """CUDA: a kernel's ``T.annotate_min_blocks_per_sm(n)`` becomes the attribute TVM's codegen
+    prints as ``__launch_bounds__(threads, n)``, around the body under the launch."""
+    marks = find_all(kernel, tirx.AttrStmt, lambda a: a.attr_key == MIN_BLOCKS)
+    if not marks:
+        return kernel
+    counts = sorted({int(a.value) for a in marks})
+    if len(counts) > 1:
+        raise LoweringError(f"T.annotate_min_blocks_per_sm: one kernel asks for {counts} blocks "
+                            "per SM; give one count")
+    chain, body = launch_chain(kernel)
+    body = tirx.AttrStmt(tirx.const(0, "int32"), "tirx.launch_bounds_min_blocks_per_sm",
+                         tirx.const(counts[0], "int32"), _DropMarks(MIN_BLOCKS)(body))
+    return relaunch(chain, body)
 
 
 def _localize(buf):
@@ -172,7 +191,7 @@ def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not cpu:
         if grid_sync:
             func = sync.cooperative(func)
-        return func.with_body(_Rasterize()(func.body))
+        return func.with_body(map_kernels(_Rasterize()(func.body), _launch_bounds))
     # the CPU runs kernels one after the other: launch dependencies hold already; one thread
     # runs a block, so named barriers among its threads hold already
     body = _CPULaunch()(cpu_form.lower(sync.drop_block_local(launch.drop(func.body))))

@@ -119,6 +119,7 @@ def test_cpu_rejects_raw_thread_index():
 def test_kernel_source_and_repr():
     k = tilelang.compile(scale_rows(), out_idx=[1], target="cpu")
     assert "define" in k.get_kernel_source()
+    assert k.get_kernel_source(kernel_only=True) == k.get_kernel_source() == k.kernel_source
     assert "out_idx=[1]" in repr(k)
 
 

@@ -7,7 +7,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from tilelang.errors import LoweringError
+import tilelang
+from tilelang.errors import LoweringError, TileOpError
 from tilelang.layout import codec
 from tilelang.transform import (InjectSoftwarePipeline, InjectThreadSync, LayoutInference,
                                 LowerKernelLaunch, LowerParallelLoops, LowerTileOps,
@@ -166,6 +167,32 @@ def test_rasterization_remaps_block_indices():
 
     f = through(main, LayoutInference, LowerTileOps, LowerParallelLoops, LowerKernelLaunch)
     assert "(by * 8 + bx) // 32" in f.script()
+
+
+def test_min_blocks_per_sm_becomes_the_kernels_launch_bounds():
+    def prog(first, second=None):
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(8, threads=32) as bx:
+                T.annotate_min_blocks_per_sm(first)
+                if second is not None:
+                    T.annotate_min_blocks_per_sm(second)
+                for i in T.Parallel(8):
+                    A[bx * 8 + i] = 1.0
+
+        return main
+
+    f = through(prog(3), LayoutInference, LowerTileOps, LowerParallelLoops, LowerKernelLaunch)
+    marks = []
+    tvm_ffi.structural_walk(f.body, (tirx.AttrStmt, lambda a: marks.append(a) if a.attr_key
+                                     == "tirx.launch_bounds_min_blocks_per_sm" else None))
+    assert [int(a.value) for a in marks] == [3] and "tl.min_blocks" not in f.script()
+    src = tilelang.compile(prog(3), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "__launch_bounds__(32, 3)" in src
+    with pytest.raises(LoweringError, match=r"asks for \[2, 3\] blocks per SM"):
+        tilelang.lower(prog(2, 3), target="cuda -arch=sm_80")
+    with pytest.raises(TileOpError, match="count must be a positive int"):
+        T.annotate_min_blocks_per_sm(0)
 
 
 def test_annotated_shared_layout_is_applied():
