@@ -67,6 +67,7 @@ from .proxy import Buffer, FragmentBuffer, SharedBuffer, StridedTensor, Tensor
 from .registers import (annotate_consumer_reg_alloc, annotate_producer_reg_dealloc,
                         disable_warp_group_reg_alloc, set_max_nreg)
 from .symbolic import dynamic, symbolic
+from .let import let
 from .view import reshape, view
 from .warpgroup import wait_wgmma, ws
 from .warp import (__ffs, __fns, activemask, all_sync, any_sync, ballot, ballot_sync,

@@ -322,9 +322,9 @@ def check_epochs(body: tirx.Stmt) -> None:
             visit(s.then_case, path + (("if", s.then_case.__chandle__()),))
             if s.else_case is not None:
                 visit(s.else_case, path + (("if", s.else_case.__chandle__()),))
-        elif isinstance(s, (tirx.AttrStmt, tirx.LetStmt)):
-            if isinstance(s, tirx.LetStmt):
-                reads(s.value, "a binding")
+        elif isinstance(s, tirx.Bind):  # TVM 0.27's LetStmt: a flat binding, no body
+            reads(s.value, "a binding")
+        elif isinstance(s, tirx.AttrStmt):
             visit(s.body, path)
         elif isinstance(s, tirx.BufferStore):
             if s.buffer.__chandle__() in keys:

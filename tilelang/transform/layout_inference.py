@@ -331,10 +331,7 @@ class _Collect:
                 self._visit(s.body)
             finally:
                 self.group = old
-        elif isinstance(s, tirx.LetStmt):
-            self._scalar(s.value)
-            self._visit(s.body)
-        elif isinstance(s, tirx.Bind):
+        elif isinstance(s, tirx.Bind):  # TVM 0.27's LetStmt: a flat binding, no body
             self._scalar(s.value)
         elif isinstance(s, tirx.IfThenElse):
             self._scalar(s.condition)
