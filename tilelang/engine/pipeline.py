@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    SolveAffineSizes -> LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
@@ -21,7 +21,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (bool_vectors, check_bounds, debug_barriers, float8_casts,
+from ..transform import (affine_sizes, bool_vectors, check_bounds, debug_barriers, float8_casts,
                          legal_loops, narrow_float_arith, pass_config,
                          round_storage, safe_global_access, scalar_bindings, subbyte_access,
                          vector_casts, warp_specialize)
@@ -36,6 +36,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
     from ..transform.host_assumptions import CheckHostAssumptions
 
     return [
+        affine_sizes.SolveAffineSizes(),
         tl_transform.LegalizeNegativeIndex(),
         CheckHostAssumptions(),
         scalar_bindings.ScalarBindings(),
