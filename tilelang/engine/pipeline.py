@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    SolveAffineSizes -> LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
@@ -22,8 +22,8 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (affine_sizes, bool_vectors, check_bounds, debug_barriers, float8_casts,
-                         legal_loops, narrow_float_arith, pass_config,
-                         round_storage, safe_global_access, scalar_bindings, subbyte_access,
+                         legal_loops, narrow_float_arith, pass_config, round_storage,
+                         safe_global_access, safe_values, scalar_bindings, subbyte_access,
                          vector_casts, warp_specialize)
 
 NAME = "tilelang"
@@ -37,6 +37,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
 
     return [
         affine_sizes.SolveAffineSizes(),
+        safe_values.ApplySafeValues(),
         tl_transform.LegalizeNegativeIndex(),
         CheckHostAssumptions(),
         scalar_bindings.ScalarBindings(),

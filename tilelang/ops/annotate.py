@@ -47,6 +47,16 @@ class UseSwizzle(TileOp):
 
 
 @register
+class AnnotateSafeValue(TileOp):
+    """``T.annotate_safe_value``: from here to the end of the enclosing statement list, copies
+    from ``buffer`` read ``value`` for its elements outside the buffer (see
+    ``tilelang.transform.safe_values``)."""
+    name = "tl.annotate_safe_value"
+    printer = "annotate_safe_value"
+    fields = ("buffer", "value")
+
+
+@register
 class AnnotateMinBlocksPerSM(TileOp):
     name = "tl.annotate_min_blocks_per_sm"
     printer = "annotate_min_blocks_per_sm"
@@ -107,6 +117,21 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Any
                       enable=bool(enable)).to_call()
 
 
+def annotate_safe_value(value_map: dict) -> None:
+    """``{tensor: value}``: out-of-range elements that ``T.copy`` reads from ``tensor`` give
+    ``value`` instead of 0, for the copies after this statement in its scope (an inner
+    annotation of the same tensor wins inside its own scope)."""
+    for buf, value in value_map.items():
+        if not R.is_buffer(buf):
+            raise TileOpError(f"T.annotate_safe_value: keys must be tensors, got {buf!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, tirx.IntImm,
+                                                             tirx.FloatImm)):
+            raise TileOpError(f"T.annotate_safe_value: the value for {buf.name} must be a "
+                              f"number, got {value!r}")
+        v = value.value if isinstance(value, (tirx.IntImm, tirx.FloatImm)) else value
+        _T.evaluate(AnnotateSafeValue(buffer=buf, value=tirx.const(v, buf.dtype)).to_call())
+
+
 def annotate_min_blocks_per_sm(count: int) -> Any:
     """Ask the CUDA compiler to fit at least ``count`` blocks of this kernel on one SM
     (``__launch_bounds__(threads, count)``: it limits registers per thread accordingly).  The
@@ -123,9 +148,10 @@ def _drop(op: TileOp, ctx: LowerContext) -> tirx.Stmt:
     return nop()
 
 
-for _op in (AnnotateLayout, UseSwizzle, AnnotateMinBlocksPerSM):
+for _op in (AnnotateLayout, UseSwizzle, AnnotateMinBlocksPerSM, AnnotateSafeValue):
     _op.lowering("cpu")(_drop)
 AnnotateLayout.lowering("cuda")(_drop)
+AnnotateSafeValue.lowering("cuda")(_drop)  # applied to the copies by ApplySafeValues
 
 RASTERIZE = "tl.rasterize"
 MIN_BLOCKS = "tl.min_blocks_per_sm"

@@ -5,7 +5,8 @@ local coordinate ``c`` of the destination region, the two regions having the sam
 unit dimensions are dropped; values are converted to the destination dtype.  An element index
 on one side stands for the region of the other side's shape starting there (see
 ``region.fit_extents``: dimension by dimension when the ranks agree).  Source elements
-outside their buffer read as zero, destination elements outside their buffer are not written.
+outside their buffer read as zero (or as the value ``T.annotate_safe_value`` gives the source
+buffer where the copy stands), destination elements outside their buffer are not written.
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ FRAGMENT, LOCAL = "local.fragment", ("local", "local.var")
 class Copy(TileOp):
     name = "tl.copy"
     printer = "copy"
-    fields = ("src", "dst", "coalesced_width", "disable_tma", "eviction_policy")
+    fields = ("src", "dst", "coalesced_width", "disable_tma", "eviction_policy", "oob_value")
+    # what source elements outside their buffer read as: 0, or the T.annotate_safe_value of
+    # the source buffer in scope (set by tilelang.transform.safe_values)
+    defaults = {"oob_value": None}
+
+    def fill_value(self, dtype: str):
+        """The value an out-of-bounds source element gives, as ``dtype``."""
+        v = self.oob_value
+        if v is None:
+            return tirx.const(0, dtype)
+        return loops.cast(v if isinstance(v, tvm.ir.Expr) else tirx.const(v, dtype), dtype)
 
     def shape(self) -> list:
         return R.squeeze(R.extents(self.dst))
@@ -104,11 +115,17 @@ def elementwise_copy(op: Copy, ctx: LowerContext, kind=loops.PARALLEL,
         value = loops.cast(tirx.BufferLoad(src_buf, si), dst_buf.dtype)
         src_ok = loops.all_of(loops.bounds_checks(src_buf, si, a))
         if src_ok is not None:
-            value = tirx.if_then_else(src_ok, value, tirx.const(0, dst_buf.dtype))
+            value = tirx.if_then_else(src_ok, value, op.fill_value(dst_buf.dtype))
         return loops.guard(loops.bounds_checks(dst_buf, di, a), tirx.BufferStore(dst_buf, value, di))
 
+    if ctx.in_parallel and _one_element(op):  # the element of the enclosing T.Parallel loop
+        return body((list(R.mins(op.src)), list(R.mins(op.dst))))
     return loops.element_nest([op.src, op.dst], body, kind=kind, prefix="c", analyzer=a,
                               whole=whole)
+
+
+def _one_element(op: Copy) -> bool:
+    return all(R.as_int(e) == 1 for e in list(R.extents(op.src)) + list(R.extents(op.dst)))
 
 
 def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
@@ -119,7 +136,7 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
             log.isEnabledFor(logging.DEBUG):
         log.debug("T.copy %s -> %s: no TMA (%s); using vector copies", R.describe(op.src),
                   R.describe(op.dst), _tma_plan_of(op, ctx))
-    if s_scope in LOCAL or d_scope in LOCAL:
+    if s_scope in LOCAL or d_scope in LOCAL or (ctx.in_parallel and _one_element(op)):
         return elementwise_copy(op, ctx, kind=loops.SERIAL)
     frag = op.src if s_scope == FRAGMENT else op.dst if d_scope == FRAGMENT else None
     if frag is not None:
@@ -143,7 +160,8 @@ def _copy_cuda(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     if any(e is None for e in shape):
         raise LoweringError(f"T.copy: tile {R.describe(op.dst)} needs a static shape on CUDA")
     converts = R.buffer_of(op.src).dtype != R.buffer_of(op.dst).dtype  # cp.async moves bytes
-    if ctx.async_copy and not converts and s_scope == "global" and d_scope.startswith("shared"):
+    if ctx.async_copy and not converts and s_scope == "global" and d_scope.startswith("shared") \
+            and op.oob_value is None:  # cp.async fills with zeros
         nbytes = vec * loops.elem_bytes(R.buffer_of(op.dst).dtype)
         if nbytes in (4, 8, 16):
             return _cp_async(op, ctx, shape, vec, nbytes)
@@ -232,7 +250,8 @@ def tma_enabled(target, config: dict, op: Copy | None = None) -> bool:
         return False
     if bool(config.get("tl.disable_tma_lower", False)):
         return False
-    return not (op is not None and op.disable_tma)
+    # TMA fills out-of-range boxes with zeros only
+    return not (op is not None and (op.disable_tma or op.oob_value is not None))
 
 
 def _tile_swizzle(buf, annotations) -> tuple[int | None, int | None]:
