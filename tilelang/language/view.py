@@ -13,6 +13,10 @@ from ..errors import DSLError
 from ..utils.dtype import canonical_dtype
 
 
+class ViewSizeError(DSLError, AssertionError):
+    """A view whose size differs from its buffer's (the public API raises an AssertionError)."""
+
+
 def _static_count(shape: Sequence) -> int | None:
     n = 1
     for s in shape:
@@ -66,7 +70,7 @@ def view(src: Any, shape: Any = None, dtype: Any = None, op: str = "T.view") -> 
     if have is not None and want is not None and have * old.bits != want * new.bits:
         what = "elements" if new.bits == old.bits else "bits"
         scale = 1 if new.bits == old.bits else None
-        raise DSLError(
+        raise ViewSizeError(
             f"{op}({src.name}, {tuple(dims)}{'' if dtype is None else f', {new}'}): "
             f"{src.name} has shape {tuple(int(s) for s in src.shape)} of {old} "
             f"({have * (scale or old.bits)} {what}), the view "

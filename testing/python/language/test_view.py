@@ -1,6 +1,7 @@
 """T.reshape / T.view: another buffer over the same memory (shape, or element type)."""
 
 import pytest
+from tvm import tirx
 import torch
 
 import tilelang
@@ -54,6 +55,8 @@ def test_view_size_mismatch_names_the_buffer():
                 S = T.alloc_shared((4, 8), T.float32)
                 V = T.reshape(S, (3, 16))
                 T.copy(A, V[0:2, 0:16])
+    with pytest.raises(AssertionError):  # what the public TileLang raises there
+        T.view(tirx.decl_buffer((4, 8), "float32", name="S"), (3, 16))
 
 
 def test_views_of_shared_tiles_lower_for_cuda():
