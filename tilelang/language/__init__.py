@@ -29,6 +29,7 @@ from .reducer import reducer_init, reducer_update
 from ..ops.copy import copy
 from ..ops.scan import cummax, cumsum
 from ..ops.transpose import transpose
+from ..ops.im2col import im2col
 from ..ops.fill import clear, fill
 from ..ops.gemm import GemmWarpPolicy, gemm, wgmma_gemm
 from ..ops.reduce import reduce_absmax, reduce_abssum, reduce_max, reduce_min, reduce_sum

@@ -22,6 +22,13 @@ class TensorProxy:
         if not isinstance(shape, (list, tuple)):
             shape = [shape]
         dtype = ADDRESS_DTYPE if is_ptr(dtype) else canonical_dtype(dtype, "T.Tensor")
+        data = args[0] if args else kwargs.get("data")
+        source = _buffer_of_data(data)
+        if source is not None and len(args) + len(kwargs) == 1:
+            # T.Tensor(shape, dtype, X.data) in a kernel body: X's memory seen with this shape
+            from .view import view
+
+            return view(source, shape, None if dtype == source.dtype else dtype)
         return _T.Buffer(index_typed(shape), dtype, *args, **kwargs)
 
     def __getitem__(self, keys):
@@ -36,6 +43,14 @@ class TensorProxy:
 
 
 INT32_MAX = 2**31 - 1
+
+
+def _buffer_of_data(data: Any):
+    """The buffer ``data`` is the memory of (``X.data``), or ``None``."""
+    if isinstance(data, tvm.ir.Call) and isinstance(data.op, tvm.ir.Op) \
+            and data.op.name == "tirx.buffer_data" and len(data.args) == 1:
+        return data.args[0]
+    return None
 
 
 def index_typed(shape: Sequence) -> list:
