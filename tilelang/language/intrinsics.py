@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 from typing import Any
 
+import tvm
 from tvm import tirx
 from tvm.script import tirx as _T
 
@@ -28,6 +29,36 @@ def infinity(dtype: Any, span: Any = None) -> Any:
     from ..utils.dtype import infinity as _infinity
 
     return _infinity(str(dtype))
+
+
+ROUND_MODES = {None: "ties-to-even", "ties-to-even": "ties-to-even",
+               "half_to_even": "ties-to-even", "ties-away-from-zero": "ties-away-from-zero",
+               "half_away_from_zero": "ties-away-from-zero"}
+
+
+def round(x: Any, mode: str | None = None, span: Any = None) -> Any:  # noqa: A001
+    """``x`` rounded to an integral value of its float type: halfway cases to the even
+    neighbour (the default, TVM's ``round``) or, with ``mode="ties-away-from-zero"``, away from
+    zero.  Floats narrower than 32 bits are rounded in float32 (the result is exact in the
+    narrow type), which CUDA's float8 types need."""
+    if isinstance(mode, tvm.ir.Span):  # TVMScript's round(x, span)
+        mode, span = None, mode
+    if mode not in ROUND_MODES:
+        raise DSLError(f"T.round: mode must be one of {sorted(m for m in ROUND_MODES if m)}, "
+                       f"got {mode!r}")
+    x = tirx.convert(x) if not isinstance(x, tvm.ir.Expr) else x
+    dtype = str(x.ty)
+    wide = tvm.DataType(dtype).bits < 32
+    v = tirx.Cast("float32", x) if wide else x
+    if ROUND_MODES[mode] == "ties-to-even":
+        r = tirx.round(v)
+    else:
+        t = tirx.trunc(v)
+        half = tirx.const(0.5, str(v.ty))
+        one = tirx.const(1.0, str(v.ty))
+        r = tirx.if_then_else(tirx.abs(v - t) >= half,
+                              t + tirx.if_then_else(v < tirx.const(0, str(v.ty)), -one, one), t)
+    return tirx.Cast(dtype, r) if wide else r
 
 
 def align_up(value: Any, alignment: Any) -> Any:
@@ -288,5 +319,5 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity",
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity", "round",
            "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH]
