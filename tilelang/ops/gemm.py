@@ -72,6 +72,9 @@ class Gemm(TileOp):
                 "(T.gemm would fall back to mma.sync)")
         m, n, k = (R.as_int(x) for x in self.mnk())
         C, A = R.buffer_of(self.C), R.buffer_of(self.A)
+        obstacle = mma_sync_obstacle(self) if plan is None else None
+        if obstacle is not None:
+            return self._infer_simt(ctx, obstacle)
         if plan is not None:
             ctx.demand(C, plan.accumulator(m, n), f"T.gemm (wgmma) accumulator {C.name}")
             if A.scope() == FRAGMENT:
@@ -90,6 +93,39 @@ class Gemm(TileOp):
             if R.scope_of(x) in SHARED:
                 ctx.swizzle_operand(R.buffer_of(x))
         return self.replace(plan=encode_plan(MmaPlan(wm, wn)))
+
+
+    def _infer_simt(self, ctx: LayoutContext, obstacle: str) -> "Gemm":
+        """The CUDA-core plan: each thread accumulates its elements of C (an element-wise
+        fragment) over K from shared A and B, for gemms no tensor-core instruction takes."""
+        from ..layout.fragment import elementwise
+
+        log.debug("T.gemm runs on CUDA cores (no mma.sync: %s)", obstacle)
+        for name, x in (("A", self.A), ("B", self.B)):
+            if R.scope_of(x) == FRAGMENT:
+                raise LoweringError(
+                    f"T.gemm: {R.describe(x)} ({name}) is a fragment, but the gemm runs on CUDA "
+                    f"cores ({obstacle}), which read A and B from shared memory")
+        C = R.buffer_of(self.C)
+        if C.scope() != FRAGMENT or not _whole_matrix(self.C):
+            raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name} in a "
+                                "fragment")
+        ctx.demand(C, elementwise([int(s) for s in C.shape], ctx.num_threads),
+                   f"T.gemm (CUDA cores) accumulator {C.name}")
+        return self.replace(plan=encode_plan(SimtPlan(max(1, ctx.num_threads // 32))))
+
+
+def mma_sync_obstacle(op: Gemm) -> str | None:
+    """Why ``op`` cannot run as mma.sync (``tl::gemm_ss`` / ``gemm_rs``): element types it has
+    no instruction for, or a shared operand that is a slice of a larger tile (the template
+    addresses whole tiles); ``None`` when it can."""
+    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
+        return f"no mma.sync for A {A.dtype}, B {B.dtype} -> C {C.dtype}"
+    for x in (op.A, op.B):
+        if R.scope_of(x) in SHARED and not _whole_tile(x):
+            return f"the operand {R.describe(x)} is a slice of a larger shared tile"
+    return None
 
 
 def partitions(policy: int, m: int, n: int, units: int, m_unit: int,
@@ -297,15 +333,48 @@ _SUPPORTED = {("float16", "float32"), ("float16", "float16"), ("bfloat16", "floa
               ("float32", "float32"), ("int8", "int32")}
 
 
-def _tile_ptr(region):
-    """Address of the first element of a whole tile (or of one stage of a stacked tile)."""
+def _whole_tile(region) -> bool:
+    """Whether ``region`` is a whole 2-D tile (or one stage of a stacked tile)."""
     buf = R.buffer_of(region)
     ext = R.extents(region)
     lead, tail = ext[:-2], ext[-2:]
-    if any(R.as_int(e) != 1 for e in lead) or not R.same_shape(tail, buf.shape[-2:]) or \
-            any(R.as_int(r.min) != 0 for r in region.region[-2:]):
+    return not (any(R.as_int(e) != 1 for e in lead) or not R.same_shape(tail, buf.shape[-2:])
+                or any(R.as_int(r.min) != 0 for r in region.region[-2:]))
+
+
+def _tile_ptr(region):
+    """Address of the first element of a whole tile (or of one stage of a stacked tile)."""
+    if not _whole_tile(region):
         raise LoweringError(f"T.gemm on CUDA needs whole tiles, got the slice {R.describe(region)}")
+    buf = R.buffer_of(region)
     return tirx.address_of(tirx.BufferLoad(buf, [r.min for r in region.region]))
+
+
+def _gemm_simt(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
+    """Each thread accumulates its elements of C over K (the :class:`SimtPlan`): a
+    ``T.Parallel`` nest over C partitioned by C's element-wise layout, K serial inside."""
+    m, n, k = op.mnk()
+    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    acc = C.dtype
+
+    def body(iv):
+        i, j = iv
+        c = _operand(op.C, False, i, j)
+        kv = tirx.Var("gk", loops.index_dtype(k))
+        prod = loops.cast(tirx.BufferLoad(A, _operand(op.A, op.transpose_A, i, kv)), acc) * \
+            loops.cast(tirx.BufferLoad(B, _operand(op.B, op.transpose_B, kv, j)), acc)
+        update = tirx.For(kv, tirx.const(0, str(kv.ty)), k, tirx.ForKind.SERIAL,
+                          tirx.BufferStore(C, tirx.BufferLoad(C, c) + prod, c))
+        if not op.clear_accum:
+            return update
+        return tirx.SeqStmt([tirx.BufferStore(C, tirx.const(0, acc), c), update])
+
+    nest = loops.loop_nest([m, n], body, kind=loops.PARALLEL, prefix="g")
+    return loops.with_layout(nest, ctx.layout(C))
+
+
+def _planned_simt(op: Gemm, ctx: LowerContext) -> bool:
+    return isinstance(recorded_plan(op, ctx), SimtPlan)
 
 
 def _swizzled(buf, ctx: LowerContext) -> bool:
@@ -415,15 +484,24 @@ class WgmmaPlan:
                                          else self.b_swizzle)
 
 
-_PLANS = {cls.kind: cls for cls in (MmaPlan, WgmmaPlan)}
+@dataclass(frozen=True)
+class SimtPlan:
+    """How a gemm runs on CUDA cores: every thread of the ``warps`` warps accumulates its
+    elements of C (an element-wise fragment) with scalar multiply-adds over K."""
+
+    kind: ClassVar[str] = "simt"
+    warps: int
 
 
-def encode_plan(plan: "MmaPlan | WgmmaPlan") -> str:
+_PLANS = {cls.kind: cls for cls in (MmaPlan, WgmmaPlan, SimtPlan)}
+
+
+def encode_plan(plan: "MmaPlan | WgmmaPlan | SimtPlan") -> str:
     """The plan as text (``"mma:warps_m=2,warps_n=2"``), stored in the gemm's IR."""
     return f"{plan.kind}:" + ",".join(f"{k}={v}" for k, v in asdict(plan).items())
 
 
-def decode_plan(text: str) -> "MmaPlan | WgmmaPlan":
+def decode_plan(text: str) -> "MmaPlan | WgmmaPlan | SimtPlan":
     """The plan :func:`encode_plan` wrote."""
     kind, _, rest = text.partition(":")
     cls = _PLANS[kind]
@@ -634,4 +712,5 @@ def _planned_wgmma(op: Gemm, ctx: LowerContext) -> bool:
 # The gemm's lowerings, tried in order.
 Gemm.lowering("cpu")(_gemm_cpu)
 Gemm.lowering("cuda", when=_planned_wgmma)(_gemm_wgmma)
+Gemm.lowering("cuda", when=_planned_simt)(_gemm_simt)
 Gemm.lowering("cuda")(_gemm_sm80)

@@ -382,14 +382,16 @@ def _mma_sync_tiles(ops, groups, st: _State) -> set:
     """The shared tiles read by gemms that run as mma.sync.  A shared tile has one layout:
     the sm80 swizzle of mma.sync or a GMMA swizzle, so when a gemm wgmma could run shares an
     operand tile with one it cannot, every gemm of the kernel runs as mma.sync."""
-    from ..ops.gemm import Gemm, wgmma_plan
+    from ..ops.gemm import Gemm, mma_sync_obstacle, wgmma_plan
 
     gemms = [op for op in ops if isinstance(op, Gemm)]
     operands = [{key(R.buffer_of(x)) for x in (g.A, g.B) if R.scope_of(x) in SHARED}
                 for g in gemms]
     plans = [wgmma_plan(op, st.target, grp.count, st.config)
              for op, grp in zip(ops, groups) if isinstance(op, Gemm)]
-    tiles = set().union(*(own for own, p in zip(operands, plans) if p is None))
+    # gemms on CUDA cores (no mma.sync either) read their tiles in any layout
+    on_mma = [p is None and mma_sync_obstacle(g) is None for g, p in zip(gemms, plans)]
+    tiles = set().union(*(own for own, mma in zip(operands, on_mma) if mma))
     if any(p is not None and own & tiles for own, p in zip(operands, plans)):
         # a wgmma gemm shares a tile with an mma.sync one: the kernel's gemms all take
         # mma.sync, whose fragments (accumulators feeding register operands) then agree too
