@@ -96,10 +96,8 @@ class Gemm(TileOp):
 
 
     def _infer_simt(self, ctx: LayoutContext, obstacle: str) -> "Gemm":
-        """The CUDA-core plan: each thread accumulates its elements of C (an element-wise
-        fragment) over K from shared A and B, for gemms no tensor-core instruction takes."""
-        from ..layout.fragment import elementwise
-
+        """The CUDA-core plan: each thread accumulates the elements of C it holds over K from
+        shared A and B, for gemms no tensor-core instruction takes."""
         log.debug("T.gemm runs on CUDA cores (no mma.sync: %s)", obstacle)
         for name, x in (("A", self.A), ("B", self.B)):
             if R.scope_of(x) == FRAGMENT:
@@ -110,8 +108,8 @@ class Gemm(TileOp):
         if C.scope() != FRAGMENT or not _whole_matrix(self.C):
             raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name} in a "
                                 "fragment")
-        ctx.demand(C, elementwise([int(s) for s in C.shape], ctx.num_threads),
-                   f"T.gemm (CUDA cores) accumulator {C.name}")
+        # no demand on C: its threads compute the elements they hold in whatever layout C
+        # takes (another gemm's accumulator layout, or the element-wise default)
         return self.replace(plan=encode_plan(SimtPlan(max(1, ctx.num_threads // 32))))
 
 
@@ -352,7 +350,7 @@ def _tile_ptr(region):
 
 def _gemm_simt(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Each thread accumulates its elements of C over K (the :class:`SimtPlan`): a
-    ``T.Parallel`` nest over C partitioned by C's element-wise layout, K serial inside."""
+    ``T.Parallel`` nest over C partitioned by C's layout, K serial inside."""
     m, n, k = op.mnk()
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     acc = C.dtype
@@ -486,8 +484,8 @@ class WgmmaPlan:
 
 @dataclass(frozen=True)
 class SimtPlan:
-    """How a gemm runs on CUDA cores: every thread of the ``warps`` warps accumulates its
-    elements of C (an element-wise fragment) with scalar multiply-adds over K."""
+    """How a gemm runs on CUDA cores: every thread of the ``warps`` warps accumulates the
+    elements of C it holds (in C's layout, whatever fixed it) with scalar multiply-adds over K."""
 
     kind: ClassVar[str] = "simt"
     warps: int
