@@ -52,8 +52,9 @@ _PARAM, _RETURN, _PRIM_FUNC = "__tl_param", "__tl_return", "__tl_prim_func"
 
 def is_eager(fn: Callable) -> bool:
     """Whether ``fn`` is written in the eager style: it types a parameter inside its body or
-    with a ``T.Tensor`` annotation in its signature, or calls ``T.const`` / ``T.empty``.  A
-    function that builds and returns a ``T.prim_func`` is not."""
+    with a ``T.Tensor`` annotation in its signature, or calls ``T.const`` / ``T.empty`` /
+    ``T.Kernel`` in its own body.  A function that builds and returns a ``T.prim_func`` is
+    not."""
     if any(is_buffer_var(a) for a in getattr(fn, "__annotations__", {}).values()):
         return True
     tree = _function_ast(fn)
@@ -62,7 +63,9 @@ def is_eager(fn: Callable) -> bool:
     params = set(inspect.signature(fn).parameters)
     if _body_annotations(tree, params):
         return True
-    return any(_is_t_call(n, ("const", "empty")) for n in _walk_own(tree))
+    # T.const / T.empty, or a kernel written in the body itself (``with T.Kernel(...)`` not
+    # inside a nested T.prim_func)
+    return any(_is_t_call(n, ("const", "empty", "Kernel")) for n in _walk_own(tree))
 
 
 class EagerJITFunction:
@@ -462,14 +465,12 @@ def _body_annotations(tree: ast.FunctionDef, params: set) -> set:
 
 def _walk_own(tree: ast.FunctionDef):
     """The nodes of ``tree``'s body, not descending into nested functions or classes."""
-    todo = list(tree.body)
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    todo = [n for n in tree.body if not isinstance(n, nested)]
     while todo:
         node = todo.pop()
         yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                      ast.Lambda)):
-                todo.append(child)
+        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, nested))
 
 
 def _is_t_call(node: ast.AST, attrs: tuple) -> bool:

@@ -163,3 +163,28 @@ def test_eager_gemm_on_cuda_tensors_compiles_for_the_gpu():
     torch.testing.assert_close(c, a @ b, rtol=1e-2, atol=1e-2)
     (kernel, _, _), = eager_matmul._kernel_cache.values()
     assert kernel.target.kind.name == "cuda"
+
+
+def test_a_body_that_is_a_kernel_is_the_eager_style():
+    @tilelang.jit(target="cpu")
+    def counts(n: int = 4):
+        with T.Kernel(1, threads=1):
+            acc = T.alloc_fragment((n,), T.float32)
+            for i in T.Parallel(n):
+                acc[i] = i
+
+    assert isinstance(counts, EagerJITFunction)
+    assert "acc" in counts.get_tir(n=8).script()
+    counts.compile(n=8)
+
+    @tilelang.jit
+    def factory(n: int = 4):
+        @T.prim_func
+        def main(A: T.Tensor((n,), T.float32)):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(n):
+                    A[i] = i
+
+        return main
+
+    assert isinstance(factory, _JITFunction)
