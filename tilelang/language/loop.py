@@ -99,20 +99,48 @@ def _to_ints(v):
     return int(v)
 
 
+# Loop variables of ``T.Persistent`` loops: the first walks the waves, the others (extent 1)
+# stand for the tile coordinates until ``mark_parallel_loops`` binds them.
+_pending_persistent: dict[int, Any] = {}
+
+
 def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: int = 8):
-    raise DSLError("T.Persistent is not supported yet")
+    """``for i, j in T.Persistent([M, N], wave_size, index)``: the tiles of the ``M x N`` grid
+    that the persistent block ``index`` of ``wave_size`` blocks processes: tiles ``index``,
+    ``index + wave_size``, ... in row-major order, one per iteration, so that the
+    ``wave_size`` blocks together visit every tile exactly once.  ``group_size`` (tile
+    rasterization for L2 reuse) is accepted; the order here is row-major."""
+    domain = list(domain) if isinstance(domain, (list, tuple)) else [domain]
+    if not domain:
+        raise DSLError("T.Persistent needs at least one extent in its domain")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise DSLError(f"T.Persistent: group_size must be a positive int, got {group_size!r}")
+    total = tirx.const(1, "int32")
+    for d in domain:
+        total = total * d
+    waves = Analyzer().simplify(tirx.floordiv(total + wave_size - 1, wave_size))
+    frame = _T.grid(waves, *([1] * (len(domain) - 1)))
+    vars_ = list(frame.vars)
+    _pending_persistent[vars_[0].__chandle__()] = (vars_, domain, total, wave_size, index)
+    return frame
 
 
 def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """Give the loops created by multi-dimensional ``T.Parallel`` the parallel kind."""
-    if not _pending_parallel:
+    """Give the loops created by multi-dimensional ``T.Parallel`` the parallel kind, and make
+    each ``T.Persistent`` loop a serial loop over its waves whose body, guarded by the tile
+    being in the grid, sees the tile's coordinates."""
+    if not _pending_parallel and not _pending_persistent:
         return func
-    from ..ir_utils import StmtMutator
+    from ..ir_utils import StmtMutator, substitute
 
     pending = dict(_pending_parallel)
+    persistent = dict(_pending_persistent)
 
     class _Mark(StmtMutator):
         def visit_For(self, s):
+            spec = persistent.get(s.loop_var.__chandle__())
+            if spec is not None:
+                return self._persistent(s, *spec)
             body = self(s.body)
             hit = pending.get(s.loop_var.__chandle__())
             if hit is None:
@@ -124,9 +152,26 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
             return tirx.For(s.loop_var, s.min, s.extent, tirx.ForKind.PARALLEL, body, None,
                             ann, s.step)
 
+        def _persistent(self, s, vars_, domain, total, wave_size, index):
+            body = s
+            for _ in vars_:  # the grid's loops, the coordinate ones of extent 1
+                body = body.body
+            body = self(body)
+            wave = s.loop_var
+            tile = wave * wave_size + index
+            coords, rest = [], tile
+            for d in reversed(domain):
+                coords.insert(0, tirx.floormod(rest, d))
+                rest = tirx.floordiv(rest, d)
+            body = substitute(body, {v: c for v, c in zip(vars_, coords)})
+            guarded = tirx.IfThenElse(tile < total, body, None)
+            return tirx.For(wave, s.min, s.extent, tirx.ForKind.SERIAL, guarded, None,
+                            s.annotations, s.step)
+
     func = func.with_body(_Mark()(func.body))
     return func
 
 
 def clear_pending() -> None:
     _pending_parallel.clear()
+    _pending_persistent.clear()
