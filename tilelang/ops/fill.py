@@ -9,7 +9,7 @@ import tvm
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
-from ..errors import DSLError, DSLTypeError
+from ..errors import DSLError, DSLTypeError, LoweringError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -77,12 +77,41 @@ def _fill_cuda(op: Fill, ctx: LowerContext) -> tirx.Stmt:
             return _fill_fragment_slice(op, ctx)
         return loops.with_layout(elementwise_fill(op, ctx), ctx.layout(buf))
     shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
+    if None in shape:  # a region of run-time extent (x[a:b])
+        return _fill_strided(op, ctx)
     if not shape:  # one element (a 1-element tensor): thread 0 stores it
         return tirx.IfThenElse(ctx.thread_var == 0, elementwise_fill(op, ctx, kind=loops.SERIAL),
                                None)
     vec = loops.vector_width([op.dst], ctx.analyzer)
     return loops.with_layout(elementwise_fill(op, ctx), elementwise(shape, ctx.num_threads, vec),
                              vec)
+
+
+def _fill_strided(op: Fill, ctx: LowerContext) -> tirx.Stmt:
+    """A global or shared region of run-time extent: the group's threads take its elements in
+    turn (element ``t``, ``t + threads``, ... in row-major order)."""
+    buf = R.buffer_of(op.dst)
+    if buf.scope() not in ("global", "shared", "shared.dyn"):
+        raise LoweringError(f"T.fill on CUDA: {R.describe(op.dst)} has a run-time extent; only "
+                            "global and shared regions may")
+    value = op.value if not isinstance(op.value, int) else tirx.const(op.value, buf.dtype)
+    ext = R.squeeze(R.extents(op.dst))
+    dt = loops.index_dtype(*ext)
+    total = tirx.const(1, dt)
+    for e in ext:
+        total = total * loops.cast(e, dt)
+    n = tirx.const(ctx.num_threads, dt)
+    k = tirx.Var("fk", dt)
+    flat = k * n + loops.cast(ctx.thread_var, dt)
+    local, rest = [], flat
+    for e in reversed(ext):
+        local.insert(0, tirx.floormod(rest, loops.cast(e, dt)))
+        rest = tirx.floordiv(rest, loops.cast(e, dt))
+    idx = loops.region_indices(op.dst, local)
+    store = loops.guard([flat < total] + loops.bounds_checks(buf, idx, ctx.analyzer),
+                        tirx.BufferStore(buf, value, idx))
+    return tirx.For(k, tirx.const(0, dt), tirx.floordiv(total + n - 1, n), tirx.ForKind.SERIAL,
+                    store)
 
 
 def _fill_fragment_slice(op: Fill, ctx: LowerContext) -> tirx.Stmt:
