@@ -455,6 +455,9 @@ class ArgumentBinder:
                 f"{t.stride()}; call .contiguous(), or declare it T.StridedTensor")
         if p.pack > 1:
             return logical_view(t, p.dtype, shape, strides)
+        if p.strides is None and t.numel() == 0:
+            # torch gives an empty tensor arbitrary strides; TVM checks the row-major ones
+            return t.as_strided(t.shape, _row_major(shape) or [0] * len(shape))
         return t
 
     def _check_packed(self, p: TensorParam, t: torch.Tensor) -> None:

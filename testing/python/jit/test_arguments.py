@@ -231,3 +231,23 @@ def test_outputs_anywhere_among_the_parameters(out_idx):
 def test_out_idx_twice_is_refused():
     with pytest.raises(KernelArgumentError, match=r"out_idx names parameter 'C' twice"):
         tilelang.compile(scale_into(), out_idx=[0, -4], target="cpu")
+
+
+def test_tensors_without_elements_get_the_strides_tvm_checks():
+    K = T.dynamic("K")
+
+    @T.prim_func
+    def row_sums(A: T.Tensor((8, K), "float32"), S: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                S[i] = 0.0
+                for k in T.serial(K):
+                    S[i] += A[i, k]
+
+    kernel = tilelang.compile(row_sums, out_idx=[1], target="cpu")
+    empty = torch.randn(8, 0)
+    assert empty.stride() == (1, 1)  # torch's strides for it; TVM expects (0, 1)
+    assert kernel(empty).tolist() == [0.0] * 8
+    assert kernel(empty).tolist() == [0.0] * 8  # the fast path leaves it to the binder too
+    a = torch.randn(8, 3)
+    torch.testing.assert_close(kernel(a), a.sum(1))
