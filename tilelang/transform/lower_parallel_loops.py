@@ -231,6 +231,15 @@ class _Kernel(StmtMutator):
                 f"dim a multiple of the span of the fragment's threads there ({', '.join(runs)}; "
                 "then the outer loop steps over registers only), or stage the data in shared "
                 "memory")
+        if not ok and used and _owner_varies(tables):
+            names = ", ".join(v.name for v, _, _ in used)
+            raise LoweringError(
+                f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop across "
+                f"{names} (a serial loop inside it), but {buf.name} is a thread-distributed "
+                f"fragment: those elements live in different threads (fragment layout {lay}). "
+                f"For a sum or maximum over a dim use T.reduce_sum / T.reduce_max (the "
+                "T.reduce_* ops combine across threads); otherwise stage the data in shared "
+                "memory")
         if not ok:
             raise LoweringError(
                 f"fragment {buf.name}[{shown}] is read or written in a T.Parallel loop whose "

@@ -387,3 +387,25 @@ def test_symbolic_tile_shapes_are_rejected_on_cuda():
 
     with pytest.raises(LoweringError, match="static shape|constant shapes"):
         tilelang.lower(main, target="cuda -arch=sm_80")
+
+
+def test_a_serial_sum_over_a_distributed_fragment_points_to_the_reductions():
+    @T.prim_func
+    def main(Q: T.Tensor((64, 64), T.float16), K: T.Tensor((64, 64), T.float16),
+             out: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=128):
+            Qs = T.alloc_shared((64, 64), T.float16)
+            Ks = T.alloc_shared((64, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            s = T.alloc_fragment((64,), T.float32)
+            T.copy(Q, Qs)
+            T.copy(K, Ks)
+            T.gemm(Qs, Ks, acc, transpose_B=True, clear_accum=True)
+            T.fill(s, 0.0)
+            for i in T.Parallel(64):
+                for j in T.serial(64):
+                    s[i] += acc[i, j]
+            T.copy(s, out)
+
+    with pytest.raises(LoweringError, match=r"across j .*thread-distributed fragment.*T.reduce_sum"):
+        tilelang.lower(main, target="cuda -arch=sm_80")
