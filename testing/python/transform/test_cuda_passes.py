@@ -329,7 +329,7 @@ def test_serial_loop_inside_parallel_is_checked_over_its_range():
     tilelang.lower(kernel(whole_rows), target="cuda -arch=sm_80")  # each thread owns its row
     split_rows = Fragment.from_factors([64, 8], [[Factor(0, 64, REG, 1)], [Factor(1, 8, THREAD, 8)]],
                                        [Factor(-1, 8, THREAD, 1)])
-    with pytest.raises(LoweringError, match="threads that do not hold"):
+    with pytest.raises(LoweringError, match="live in different threads"):
         tilelang.lower(kernel(split_rows), target="cuda -arch=sm_80")
 
 
