@@ -17,7 +17,7 @@ from typing import Any
 
 from tvm import tirx
 
-from ..errors import LoweringError, TileOpError
+from ..errors import TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -79,13 +79,5 @@ def _im2col_cpu(op: Im2Col, ctx: LowerContext) -> tirx.Stmt:
 
 @Im2Col.lowering("cuda")
 def _im2col_cuda(op: Im2Col, ctx: LowerContext) -> tirx.Stmt:
-    from ..layout.fragment import elementwise
-
-    if R.scope_of(op.col) not in ("shared", "shared.dyn"):
-        raise LoweringError(f"T.im2col on CUDA fills a shared tile; {R.describe(op.col)} is "
-                            f"{R.scope_of(op.col)!r}")
-    ext = [R.as_int(e) for e in R.extents(op.col)]
-    if any(e is None for e in ext):
-        raise LoweringError(f"T.im2col on CUDA needs a tile of constant shape, got "
-                            f"{R.fmt_shape(R.extents(op.col))}")
-    return loops.with_layout(_nest(op, loops.PARALLEL), elementwise(ext, ctx.num_threads))
+    return loops.over_shared_tiles("T.im2col", [op.col], op.col, lambda kind: _nest(op, kind),
+                                   ctx.num_threads)

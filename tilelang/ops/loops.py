@@ -199,3 +199,23 @@ def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
                              analyzer.can_prove(tirx.floormod(buf.shape[-1], v) == 0)):
             v //= 2
     return v
+
+
+def over_shared_tiles(op_name: str, tiles: Sequence, shape_region,
+                      nest: Callable[[object], tirx.Stmt], num_threads: int) -> tirx.Stmt:
+    """CUDA: ``nest(PARALLEL)``, a loop nest over ``shape_region``'s extents, spread over
+    ``num_threads`` threads element-wise, for an op whose ``tiles`` must be shared tiles of a
+    constant shape (``LoweringError`` naming ``op_name`` otherwise)."""
+    from ..errors import LoweringError
+    from ..layout.fragment import elementwise
+    from . import region as R
+
+    for reg in tiles:
+        if R.scope_of(reg) not in ("shared", "shared.dyn"):
+            raise LoweringError(f"{op_name} on CUDA works on shared tiles; {R.describe(reg)} is "
+                                f"{R.scope_of(reg)!r}")
+    ext = [R.as_int(e) for e in R.extents(shape_region)]
+    if any(e is None for e in ext):
+        raise LoweringError(f"{op_name} on CUDA needs constant extents, got "
+                            f"{R.fmt_shape(R.extents(shape_region))}")
+    return with_layout(nest(PARALLEL), elementwise(ext, num_threads))

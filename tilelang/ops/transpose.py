@@ -8,7 +8,7 @@ from typing import Any
 
 from tvm import tirx
 
-from ..errors import LoweringError, TileOpError
+from ..errors import TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -52,14 +52,5 @@ def _transpose_cpu(op: Transpose, ctx: LowerContext) -> tirx.Stmt:
 
 @Transpose.lowering("cuda")
 def _transpose_cuda(op: Transpose, ctx: LowerContext) -> tirx.Stmt:
-    from ..layout.fragment import elementwise
-
-    for reg in (op.src, op.dst):
-        if R.scope_of(reg) not in ("shared", "shared.dyn"):
-            raise LoweringError(f"T.transpose on CUDA transposes shared tiles; "
-                                f"{R.describe(reg)} is {R.scope_of(reg)!r}")
-    ext = [R.as_int(e) for e in R.extents(op.src)]
-    if any(e is None for e in ext):
-        raise LoweringError(f"T.transpose on CUDA needs constant extents, got "
-                            f"{R.fmt_shape(R.extents(op.src))}")
-    return loops.with_layout(_nest(op, loops.PARALLEL), elementwise(ext, ctx.num_threads))
+    return loops.over_shared_tiles("T.transpose", [op.src, op.dst], op.src,
+                                   lambda kind: _nest(op, kind), ctx.num_threads)
