@@ -296,6 +296,8 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
     rank = len(src.shape)
     if not 1 <= rank <= 5:
         return f"{src.name} has rank {rank}; TMA takes 1 to 5"
+    if any(R.as_int(d) == 0 for d in src.shape):
+        return f"{src.name} has a dimension of size 0, which a tensor map cannot describe"
     if src.strides or (src.elem_offset is not None and not _is_zero(src.elem_offset)):
         return f"{src.name} is a strided or offset view"
     ext = [R.as_int(e) for e in R.extents(op.src)]

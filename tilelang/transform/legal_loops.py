@@ -12,6 +12,9 @@
 * On CUDA, a vectorized loop that computes on float8 (or narrower float) values, other than
   converting them, runs unrolled: TVM prints such vector arithmetic lane by lane through
   ``.x``/``.y`` members that CUDA's ``__nv_fp8x4_*`` types do not have (nvcc rejects it).
+* A loop whose constant trip count is 0, and the branch of an ``if`` whose condition is a constant
+  that rules it out (a pipeline prologue for no iterations), are removed: that code never runs,
+  and TVM's later passes fail on the zero-size dimensions it may index (a GEMM with K = 0).
 """
 
 from __future__ import annotations
@@ -67,7 +70,15 @@ class _Legalize(StmtMutator):
     def __init__(self, cuda: bool):
         self.cuda = cuda
 
+    def visit_IfThenElse(self, s):
+        if isinstance(s.condition, tirx.IntImm):  # a constant condition: the branch that runs
+            taken = s.then_case if s.condition.value else s.else_case
+            return self.visit(taken) if taken is not None else None
+        return self.generic(s)
+
     def visit_For(self, s):
+        if isinstance(s.extent, tirx.IntImm) and s.extent.value <= 0 and s.thread_binding is None:
+            return None  # runs no iteration; its body may index zero-size dims TVM divides by
         out = self.generic(s)
         if out.kind not in (tirx.ForKind.UNROLLED, tirx.ForKind.VECTORIZED):
             return out

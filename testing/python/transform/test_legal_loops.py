@@ -1,6 +1,8 @@
 """LegalizeLoops: unrolled and vectorized loops with a step run exactly their indices (TVM's
 unroller and vectorizer ignore the step)."""
 
+import shutil
+
 import pytest
 import torch
 import tvm
@@ -74,3 +76,32 @@ def test_stepped_and_wide_loops_on_the_gpu():
     x, y = torch.randn(256, device="cuda"), torch.zeros(256, device="cuda")
     tilelang.compile(wide)(x, y)
     torch.testing.assert_close(y, x * 2)
+
+
+def _gemm_over_k(K, threads=128):
+    @T.prim_func
+    def main(A: T.Tensor((64, K), T.float16), B: T.Tensor((K, 64), T.float16),
+             C: T.Tensor((64, 64), T.float32)):
+        with T.Kernel(1, threads=threads):
+            As = T.alloc_shared((64, 32), T.float16)
+            Bs = T.alloc_shared((32, 64), T.float16)
+            acc = T.alloc_fragment((64, 64), T.float32)
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[k * 32, 0], Bs)
+                T.gemm(As, Bs, acc)
+            T.copy(acc, C)
+
+    return main
+
+
+def test_a_loop_of_no_iterations_over_a_zero_size_dimension_is_removed():
+    a, b = torch.randn(64, 0).half(), torch.randn(0, 64).half()
+    c = tilelang.compile(_gemm_over_k(0), out_idx=[2], target="cpu")(a, b)
+    assert torch.equal(c, torch.zeros(64, 64))
+    if shutil.which("nvcc"):  # and no tensor map for the empty operands (TMA refuses them)
+        ptx = tilelang.compile(_gemm_over_k(0), out_idx=[2], target="cuda -arch=sm_90a").get_ptx()
+        assert "cp.async.bulk.tensor" not in ptx
+        assert "cp.async.bulk.tensor" in tilelang.compile(
+            _gemm_over_k(64), out_idx=[2], target="cuda -arch=sm_90a").get_ptx()
