@@ -158,6 +158,8 @@ def tile_syntax():
         return hit[1] is None or name in hit[1]
 
     def bind(self, node, var_name, value, *args, **kwargs):
+        if callable(value) and not isinstance(value, (tvm.ir.Expr, tvm.runtime.Object, str)):
+            return value  # a function or class (op = T.cumsum): no kernel value can hold it
         if isinstance(value, tirx.IntImm) and str(value.ty) == "int32":
             const = int(value.value)
         elif isinstance(value, PYTHON_VALUES):

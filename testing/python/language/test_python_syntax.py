@@ -164,3 +164,19 @@ def test_one_dimensional_kernel_unpacks_as_a_one_element_tuple():
     a = torch.zeros(8)
     kernel(a)
     torch.testing.assert_close(a, torch.ones(8))
+
+
+@pytest.mark.parametrize("use_max", [False, True])
+def test_a_function_assigned_in_a_body_stays_that_function(use_max):
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            S = T.alloc_shared((8,), "float32")
+            T.copy(A, S)
+            scan = T.cummax if use_max else T.cumsum
+            scan(S, dim=0)
+            T.copy(S, B)
+
+    a = torch.tensor([3.0, -1.0, 4.0, 1.0, -5.0, 9.0, 2.0, 6.0])
+    b = tilelang.compile(main, out_idx=[1], target="cpu")(a)
+    torch.testing.assert_close(b, torch.cummax(a, 0).values if use_max else torch.cumsum(a, 0))
