@@ -160,9 +160,6 @@ def tile_syntax():
     def bind(self, node, var_name, value, *args, **kwargs):
         if callable(value) and not isinstance(value, (tvm.ir.Expr, tvm.runtime.Object, str)):
             return value  # a function or class (op = T.cumsum): no kernel value can hold it
-        if isinstance(value, tvm.ir.TensorRegion):  # b = A[0, 0:4]: the 4 elements as a vector
-            vector = _vector_load(value)
-            value = value if vector is None else vector
         if isinstance(value, tirx.IntImm) and str(value.ty) == "int32":
             const = int(value.value)
         elif isinstance(value, PYTHON_VALUES):
@@ -239,20 +236,6 @@ def tile_syntax():
 def _span(node) -> dict:
     return {k: getattr(node, k, None) for k in ("lineno", "col_offset", "end_lineno",
                                                  "end_col_offset")}
-
-
-def _vector_load(region) -> Any:
-    """``A[i, j:j + n]`` (a constant run of 2 to 16 along the last dim, one element along the
-    others) as one vector load of ``n`` lanes, else ``None``."""
-    dims = list(region.region)
-    if not dims or any(not (isinstance(r.extent, tirx.IntImm) and r.extent.value == 1)
-                       for r in dims[:-1]):
-        return None
-    last = dims[-1]
-    if not isinstance(last.extent, tirx.IntImm) or not 2 <= last.extent.value <= 16:
-        return None
-    index = [r.min for r in dims[:-1]] + [tirx.Ramp(last.min, 1, int(last.extent.value))]
-    return tirx.BufferLoad(region.source, index)
 
 
 @contextlib.contextmanager

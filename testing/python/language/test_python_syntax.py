@@ -2,8 +2,6 @@
 Python values, chained assignments, generator expressions, asserts on Python conditions, and
 ``and`` / ``or`` / ``not`` / ``x if c else y`` on kernel expressions."""
 
-import shutil
-
 import pytest
 import torch
 
@@ -182,19 +180,3 @@ def test_a_function_assigned_in_a_body_stays_that_function(use_max):
     a = torch.tensor([3.0, -1.0, 4.0, 1.0, -5.0, 9.0, 2.0, 6.0])
     b = tilelang.compile(main, out_idx=[1], target="cpu")(a)
     torch.testing.assert_close(b, torch.cummax(a, 0).values if use_max else torch.cumsum(a, 0))
-
-
-def test_a_slice_of_a_row_assigned_to_a_name_is_one_vector():
-    @T.prim_func
-    def shift(A: T.Tensor((2, 16), "float32")):
-        with T.Kernel(1, threads=1):
-            b = A[1, 0:4]
-            A[1, 4:8] = b
-
-    a = torch.arange(32, dtype=torch.float32).reshape(2, 16)
-    expect = a.clone()
-    expect[1, 4:8] = a[1, 0:4]
-    tilelang.compile(shift, target="cpu")(a)
-    assert torch.equal(a, expect)
-    if shutil.which("nvcc"):
-        assert "float4 b" in tilelang.compile(shift, target="cuda -arch=sm_90a").get_kernel_source()
