@@ -19,8 +19,8 @@ from .func_attrs import annotate_compile_flags, annotate_pass_configs
 from .intrinsics import *  # T.clamp, T.sync_threads, T.__exp ...
 
 from ..layout import Fragment, Layout  # the tile layouts, not TVM's tirx.Layout
-from ..ops.annotate import (annotate_layout, annotate_min_blocks_per_sm, annotate_safe_value,
-                            use_swizzle)
+from ..ops.annotate import (annotate_l2_hit_ratio, annotate_layout, annotate_min_blocks_per_sm,
+                            annotate_safe_value, use_swizzle)
 from .atomic import atomic_add, atomic_max, atomic_min
 from .atomic import atomic_addx2, atomic_addx4, atomic_load, atomic_store
 from .atomic import atomic_or, atomic_and, atomic_xor

@@ -132,6 +132,20 @@ def annotate_safe_value(value_map: dict) -> None:
         _T.evaluate(AnnotateSafeValue(buffer=buf, value=tirx.const(v, buf.dtype)).to_call())
 
 
+def annotate_l2_hit_ratio(ratio_map: dict) -> None:
+    """``{tensor: ratio}``: the public TileLang's hint to keep that fraction of a global
+    tensor persistent in L2 during the kernel (a CUDA stream access-policy window).  Checked
+    and accepted; it has no effect here (results never depend on it)."""
+    for buf, ratio in ratio_map.items():
+        if not R.is_buffer(buf) or buf.scope() != "global":
+            raise TileOpError(f"T.annotate_l2_hit_ratio: keys must be global tensors, got "
+                              f"{buf!r}")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or \
+                not 0.0 < float(ratio) <= 1.0:
+            raise TileOpError(f"T.annotate_l2_hit_ratio: the ratio for {buf.name} must be a "
+                              f"number in (0, 1], got {ratio!r}")
+
+
 def annotate_min_blocks_per_sm(count: int) -> Any:
     """Ask the CUDA compiler to fit at least ``count`` blocks of this kernel on one SM
     (``__launch_bounds__(threads, count)``: it limits registers per thread accordingly).  The

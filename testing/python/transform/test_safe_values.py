@@ -88,3 +88,23 @@ def test_bad_annotations_are_refused():
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=1):
                 T.annotate_safe_value({A: "x"})
+
+
+def test_the_l2_hint_is_checked_and_changes_nothing():
+    from tilelang.language import annotate_l2_hit_ratio
+
+    @T.prim_func
+    def add_one(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            annotate_l2_hit_ratio({B: 0.8})
+            for i in T.Parallel(64):
+                B[i] = A[i] + 1.0
+
+    a, b = torch.randn(64), torch.zeros(64)
+    tilelang.compile(add_one, target="cpu")(a, b)
+    assert torch.equal(b, a + 1)
+    with pytest.raises(DSLError, match="the ratio for B must be a number in"):
+        @T.prim_func
+        def bad(B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                T.annotate_l2_hit_ratio({B: 1.5})
