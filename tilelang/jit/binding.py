@@ -17,7 +17,6 @@ import inspect
 from typing import Any, Callable, Sequence
 
 MODES = ("auto", "lazy", "eager")
-_VAR_KINDS = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 
 def key_value(value: Any) -> Any:

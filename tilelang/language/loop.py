@@ -132,6 +132,7 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not _pending_parallel and not _pending_persistent:
         return func
     from ..ir_utils import StmtMutator, substitute
+    from ..ops.loops import unflatten
 
     pending = dict(_pending_parallel)
     persistent = dict(_pending_persistent)
@@ -159,11 +160,7 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
             body = self(body)
             wave = s.loop_var
             tile = wave * wave_size + index
-            coords, rest = [], tile
-            for d in reversed(domain):
-                coords.insert(0, tirx.floormod(rest, d))
-                rest = tirx.floordiv(rest, d)
-            body = substitute(body, {v: c for v, c in zip(vars_, coords)})
+            body = substitute(body, dict(zip(vars_, unflatten(tile, domain))))
             guarded = tirx.IfThenElse(tile < total, body, None)
             return tirx.For(wave, s.min, s.extent, tirx.ForKind.SERIAL, guarded, None,
                             s.annotations, s.step)

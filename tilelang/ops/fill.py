@@ -95,19 +95,16 @@ def _fill_strided(op: Fill, ctx: LowerContext) -> tirx.Stmt:
         raise LoweringError(f"T.fill on CUDA: {R.describe(op.dst)} has a run-time extent; only "
                             "global and shared regions may")
     value = op.value if not isinstance(op.value, int) else tirx.const(op.value, buf.dtype)
-    ext = R.squeeze(R.extents(op.dst))
-    dt = loops.index_dtype(*ext)
+    dims = R.squeeze(R.extents(op.dst))
+    dt = loops.index_dtype(*dims)
+    ext = [loops.cast(e, dt) for e in dims]
     total = tirx.const(1, dt)
     for e in ext:
-        total = total * loops.cast(e, dt)
+        total = total * e
     n = tirx.const(ctx.num_threads, dt)
     k = tirx.Var("fk", dt)
     flat = k * n + loops.cast(ctx.thread_var, dt)
-    local, rest = [], flat
-    for e in reversed(ext):
-        local.insert(0, tirx.floormod(rest, loops.cast(e, dt)))
-        rest = tirx.floordiv(rest, loops.cast(e, dt))
-    idx = loops.region_indices(op.dst, local)
+    idx = loops.region_indices(op.dst, loops.unflatten(flat, ext))
     store = loops.guard([flat < total] + loops.bounds_checks(buf, idx, ctx.analyzer),
                         tirx.BufferStore(buf, value, idx))
     return tirx.For(k, tirx.const(0, dt), tirx.floordiv(total + n - 1, n), tirx.ForKind.SERIAL,

@@ -94,7 +94,6 @@ class Gemm(TileOp):
                 ctx.swizzle_operand(R.buffer_of(x))
         return self.replace(plan=encode_plan(MmaPlan(wm, wn)))
 
-
     def _infer_simt(self, ctx: LayoutContext, obstacle: str) -> "Gemm":
         """The CUDA-core plan: each thread accumulates the elements of C it holds over K from
         shared A and B, for gemms no tensor-core instruction takes."""
@@ -301,10 +300,18 @@ def _operand(region, transpose: bool, row, col) -> list:
     return idx
 
 
+def _product(op: Gemm, i, k, j):
+    """``op(A)[i, k] * op(B)[k, j]`` in C's dtype."""
+    acc = R.buffer_of(op.C).dtype
+    return loops.cast(tirx.BufferLoad(R.buffer_of(op.A), _operand(op.A, op.transpose_A, i, k)),
+                      acc) * \
+        loops.cast(tirx.BufferLoad(R.buffer_of(op.B), _operand(op.B, op.transpose_B, k, j)), acc)
+
+
 def _gemm_cpu(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Reference loops in i, k, j order (contiguous inner loop for the CPU)."""
     m, n, k = op.mnk()
-    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    C = R.buffer_of(op.C)
     acc = C.dtype
 
     def c_idx(i, j):
@@ -312,9 +319,8 @@ def _gemm_cpu(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
 
     def update(iv):
         i, kk, j = iv
-        prod = loops.cast(tirx.BufferLoad(A, _operand(op.A, op.transpose_A, i, kk)), acc) * \
-            loops.cast(tirx.BufferLoad(B, _operand(op.B, op.transpose_B, kk, j)), acc)
-        return tirx.BufferStore(C, tirx.BufferLoad(C, c_idx(i, j)) + prod, c_idx(i, j))
+        return tirx.BufferStore(C, tirx.BufferLoad(C, c_idx(i, j)) + _product(op, i, kk, j),
+                                c_idx(i, j))
 
     body = loops.loop_nest([m, k, n], update, kind=loops.SERIAL, prefix="g")
     if op.clear_accum:
@@ -352,17 +358,15 @@ def _gemm_simt(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Each thread accumulates its elements of C over K (the :class:`SimtPlan`): a
     ``T.Parallel`` nest over C partitioned by C's layout, K serial inside."""
     m, n, k = op.mnk()
-    A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
+    C = R.buffer_of(op.C)
     acc = C.dtype
 
     def body(iv):
         i, j = iv
         c = _operand(op.C, False, i, j)
         kv = tirx.Var("gk", loops.index_dtype(k))
-        prod = loops.cast(tirx.BufferLoad(A, _operand(op.A, op.transpose_A, i, kv)), acc) * \
-            loops.cast(tirx.BufferLoad(B, _operand(op.B, op.transpose_B, kv, j)), acc)
         update = tirx.For(kv, tirx.const(0, str(kv.ty)), k, tirx.ForKind.SERIAL,
-                          tirx.BufferStore(C, tirx.BufferLoad(C, c) + prod, c))
+                          tirx.BufferStore(C, tirx.BufferLoad(C, c) + _product(op, i, kv, j), c))
         if not op.clear_accum:
             return update
         return tirx.SeqStmt([tirx.BufferStore(C, tirx.const(0, acc), c), update])
@@ -389,10 +393,7 @@ def _gemm_sm80(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     plan = recorded_plan(op, ctx)
     A, B, C = (R.buffer_of(x) for x in (op.A, op.B, op.C))
     m, n, k = (R.as_int(x) for x in op.mnk())
-    if (A.dtype, C.dtype) not in _SUPPORTED or A.dtype != B.dtype:
-        raise LoweringError(
-            f"T.gemm on CUDA supports f16/bf16/tf32 -> f32, f16 -> f16 and int8 -> int32, got "
-            f"A {A.dtype}, B {B.dtype}, C {C.dtype}")
+    # element types mma.sync lacks take the SimtPlan (mma_sync_obstacle), not this lowering
     if R.scope_of(op.B) not in ("shared", "shared.dyn"):
         raise LoweringError(f"T.gemm on CUDA needs B ({B.name}) in shared memory")
     if A.scope() not in ("shared", "shared.dyn", "local.fragment"):

@@ -201,6 +201,15 @@ def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
     return v
 
 
+def unflatten(flat, extents: Sequence) -> list:
+    """The row-major coordinates, over ``extents``, of the flat index ``flat``."""
+    coords, rest = [], flat
+    for e in reversed(list(extents)):
+        coords.insert(0, tirx.floormod(rest, e))
+        rest = tirx.floordiv(rest, e)
+    return coords
+
+
 def over_shared_tiles(op_name: str, tiles: Sequence, shape_region,
                       nest: Callable[[object], tirx.Stmt], num_threads: int) -> tirx.Stmt:
     """CUDA: ``nest(PARALLEL)``, a loop nest over ``shape_region``'s extents, spread over

@@ -13,11 +13,11 @@ appears in several affine dimensions, is left as it is (TVM checks those dimensi
 
 from __future__ import annotations
 
-import tvm
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
-from ..ir_utils import remap_buffers, seq
+from ..ir_utils import find_all, remap_buffers, seq
+from .host_assumptions import host_assert
 from .passes import function_pass
 
 
@@ -45,18 +45,8 @@ def affine_in(expr, var) -> tuple[int, int] | None:
 
 
 def _vars_of(expr) -> list:
-    found: list = []
-    tvm.tirx.stmt_functor.post_order_visit(expr, lambda x: found.append(x)
-                                           if isinstance(x, tirx.Var) else None)
-    unique = []
-    for v in found:
-        if not any(v.same_as(u) for u in unique):
-            unique.append(v)
-    return unique
-
-
-def _assert(cond, message: str) -> tirx.AssertStmt:
-    return tirx.AssertStmt(cond, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
+    """The distinct variables ``expr`` reads."""
+    return list({v.__chandle__(): v for v in find_all(expr, tirx.Var)}.values())
 
 
 @function_pass("tl.SolveAffineSizes")
@@ -94,7 +84,7 @@ def SolveAffineSizes(func: tirx.PrimFunc) -> tirx.PrimFunc:
             rest = size - tirx.const(b, ty)
             ok = tirx.And(rest >= tirx.const(0, ty),
                           tirx.floormod(rest, tirx.const(a, ty)) == tirx.const(0, ty))
-            prologue.append(_assert(ok, f"parameter {buf.name!r}: dim {d} must be {shape[d]} "
+            prologue.append(host_assert(ok, f"parameter {buf.name!r}: dim {d} must be {shape[d]} "
                                         f"for a whole {var.name} >= 0"))
             prologue.append(tirx.Bind(var, tirx.floordiv(rest, tirx.const(a, ty))))
             shape[d] = size

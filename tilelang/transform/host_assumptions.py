@@ -71,7 +71,7 @@ def _host_evaluable(cond, known: set) -> bool:
     return ok[0] and str(cond.ty) == "bool"
 
 
-def _assert(cond, message: str) -> tirx.AssertStmt:
+def host_assert(cond, message: str) -> tirx.AssertStmt:
     """``assert cond, RuntimeError(message)`` (TVM 0.27's constructor takes the condition
     first, whatever its Python wrapper's parameter names say)."""
     return tirx.AssertStmt(cond, tvm.ir.StringImm("RuntimeError"), [tvm.ir.StringImm(message)])
@@ -83,7 +83,7 @@ def CheckHostAssumptions(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if func.body is None:
         return func
     known = _host_vars(func)
-    checks = [_assert(cond, f"Assume: {cond}")
+    checks = [host_assert(cond, f"Assume: {cond}")
               for cond in _unconditional_assumes(func.body) if _host_evaluable(cond, known)]
     if not checks:
         return func

@@ -235,7 +235,7 @@ _INF_BITS = {"float16": (0x7C00, 0x8000, "uint16"), "bfloat16": (0x7F80, 0x8000,
              "float8_e5m2": (0x7C, 0x80, "uint8")}
 
 
-def infinity(name: str, negative: bool = False) -> tirx.PrimExpr:
+def infinity(name: str, negative: bool = False) -> tvm.ir.Expr:
     """+inf (or -inf) of the float type ``name``, as a constant every backend prints; a float
     type without an infinity (``float8_e4m3fn``: its top code is NaN) raises ``DSLError``."""
     name = str(name)
