@@ -23,9 +23,18 @@ def cuda_available() -> bool:
 
 
 def visible_cuda_arch() -> str:
+    """``sm_XY`` of the current CUDA device (``sm_90a`` for Hopper): torch's current device once
+    torch has set up CUDA, else device 0 as TVM's runtime reports it.  TVM asks the driver for
+    two attributes; torch would first set up its whole CUDA state, about 14 ms of a fresh
+    process that only looks a kernel up in the cache."""
     import torch
 
-    major, minor = torch.cuda.get_device_capability()
+    if torch.cuda.is_initialized():
+        major, minor = torch.cuda.get_device_capability()
+    else:
+        import tvm
+
+        major, minor = (int(x) for x in tvm.runtime.cuda(0).compute_version.split("."))
     arch = f"sm_{major}{minor}"
     return arch + "a" if major == 9 else arch
 

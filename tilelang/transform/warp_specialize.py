@@ -60,7 +60,7 @@ from ..errors import LoweringError
 from ..ops.copy import MBARRIER, tma_enabled
 from . import pass_config
 from .inject_pipeline import _Pipeline, _written_shared_buffers
-from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq
+from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq, substitute
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
 from .plan_shared_memory import smem_limit, staged_footprint
@@ -459,7 +459,8 @@ class _Kernels(StmtMutator):
                 c_head = [tirx.Evaluate(registers.setmaxnreg(c_regs, True))]
             p_head = [tirx.Evaluate(registers.setmaxnreg(p_regs, False))]
         cons = _region(consumers, tx, seq(c_head + [mark(rest, "consumer", chosen)]))
-        prod = _region(producers, tx, seq(p_head + [mark(producer, "producer", skel.loops)]))
+        prod = _region(producers, tx, seq(p_head + [_fresh_loop_vars(
+            mark(producer, "producer", skel.loops))]))
         log.debug("warp specialization of %s: %d consumer threads, a producer warp group "
                   "(threads %d..%d) for %d loop(s); registers %s", self.name(), user, user,
                   user + WARP_GROUP - 1, len(chosen),
@@ -471,6 +472,21 @@ class _Kernels(StmtMutator):
         attrs = self.func.attrs
         return str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs \
             else "the kernel"
+
+
+def _fresh_loop_vars(stmt: tirx.Stmt) -> tirx.Stmt:
+    """``stmt`` with a new variable for every loop it holds: the producer's copies of the
+    user's loops (a persistent kernel's loop over tiles, the pipelined loop) must not share a
+    loop variable with the consumers' loops, which TVM forbids."""
+
+    class _Rename(StmtMutator):
+        def visit_For(self, s):
+            s = self.generic(s)
+            var = tirx.Var(s.loop_var.name, s.loop_var.dtype)
+            return tirx.For(var, s.min, s.extent, s.kind, substitute(s.body, {s.loop_var: var}),
+                            s.thread_binding, s.annotations, s.step, span=s.span)
+
+    return _Rename()(stmt)
 
 
 def _region(g: ThreadGroup, tx, body) -> tirx.Stmt:

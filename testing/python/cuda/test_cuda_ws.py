@@ -62,7 +62,8 @@ def run(tmp_path, code: str, timeout: int = 240) -> None:
         import torch, tilelang
         import tilelang.language as T
         from programs import matmul
-        from test_warp_specialize import q_then_loop, two_loops, loop_under_if, scaled_loads
+        from test_warp_specialize import (q_then_loop, two_loops, loop_under_if, scaled_loads,
+                                          persistent_gemm)
 
         def specialized(k, threads):
             src = k.get_kernel_source()
@@ -148,6 +149,20 @@ def test_ws_loop_under_if(tmp_path):
         f = torch.zeros(2, device="cuda", dtype=torch.int32)
         torch.testing.assert_close(k(a, b, f, 1), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
         assert torch.count_nonzero(k(a, b, f, 0)) == 0
+    """)
+
+
+def test_ws_persistent_gemm(tmp_path):
+    """Blocks walking several tiles each (T.Persistent): the ring's phase carries from one
+    tile's loop to the next in both roles; tile counts that do and do not divide evenly."""
+    run(tmp_path, """
+        for M, N, K, blocks in ((512, 512, 256, 3), (384, 640, 64, 4), (256, 256, 1024, 132)):
+            k = tilelang.compile(persistent_gemm(M, N, K, blocks=blocks), out_idx=[2],
+                                 target="cuda")
+            specialized(k, 384)
+            a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+            b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+            torch.testing.assert_close(k(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
     """)
 
 

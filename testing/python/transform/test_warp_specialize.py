@@ -116,6 +116,29 @@ def stream_sum(M=512, threads=128):
     return main
 
 
+def persistent_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, blocks=3, threads=256,
+                    stages=3):
+    """C = A @ B by ``blocks`` persistent blocks, each walking its tiles (``T.Persistent``)
+    with a pipelined loop per tile: the producer runs ahead into the next tile."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(blocks, threads=threads) as bid:
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            for by, bx in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], blocks, bid):
+                T.clear(C_f)
+                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[k * bk, bx * bn], B_s)
+                    T.gemm(A_s, B_s, C_f)
+                T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
 # helpers ----------------------------------------------------------------------------------
 def lowered(prog, **cfg):
     mod = tilelang.lower(prog, target=SM90, stage="tile", pass_configs=cfg or None)
@@ -395,3 +418,19 @@ def test_threads_reading_the_slot_each_arrive():
     s = split_summary(f)
     assert s["threads"] == 256 and s["arrive_counts"] == [1, 1, 1, 128, 128, 128]
     assert s[(0, 128)]["arrive"] == 2
+
+
+# a persistent kernel: the pipelined loop inside the loop over tiles -----------------------------
+def test_persistent_kernel_is_specialized_with_its_own_loop_variables():
+    """The producer walks the same tiles as the consumers, in loops of its own: sharing the
+    consumers' loop variables made TVM reject the kernel ("Duplicate loop variable")."""
+    f = lowered(persistent_gemm())
+    s = split_summary(f)
+    assert s["threads"] == 384 and s[(256, 128)]["tma"] > 0 and s[(0, 256)]["tma"] == 0
+    loops = {(off, cnt): [x.loop_var for x in find_all(body, tirx.For)]
+             for (off, cnt), body in regions(f).items()}
+    consumer, producer = loops[(0, 256)], loops[(256, 128)]
+    assert len(producer) == 2  # the loop over tiles and the pipelined loop
+    assert not {v.__chandle__() for v in producer} & {v.__chandle__() for v in consumer}
+    src = tilelang.compile(persistent_gemm(), out_idx=[2], target=SM90).get_kernel_source()
+    assert src.count("setmaxnreg") >= 2 and "__launch_bounds__(384)" in src
