@@ -1,5 +1,5 @@
-"""Run the pipelined GEMMs (warp-specialized, mbarrier ring without specialization, sm80
-path), the attention forward and the two-thread-group hand-off
+"""Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
+without specialization, sm80 path), the attention forward and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
@@ -15,6 +15,7 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, os.path.join(ROOT, "testing", "python"))
 sys.path.insert(0, os.path.join(ROOT, "testing", "python", "cuda"))
+sys.path.insert(0, os.path.join(ROOT, "testing", "python", "transform"))
 
 import tilelang  # noqa: E402
 from programs import example, matmul  # noqa: E402
@@ -39,6 +40,11 @@ def main():
     wide = tilelang.compile(matmul(256, 256, 256, 128, 256, 64, threads=256, num_stages=3),
                             out_idx=[2])
     c_wide = wide(a, b)
+    from test_warp_specialize import persistent_gemm
+
+    persistent = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2), out_idx=[2])
+    pb = torch.randn(256, 384, device="cuda", dtype=torch.float16)
+    c_pers = persistent(a, pb)
     src = gemm.get_kernel_source()
     print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
           "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
@@ -58,10 +64,11 @@ def main():
             float((c80.float() - (a.float() @ b.float())).abs().max()),
             float((c_ring.float() - (a.float() @ b.float())).abs().max()),
             float((c_wide.float() - (a.float() @ b.float())).abs().max()),
+            float((c_pers - (a.float() @ pb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
-          "attention, thread groups):", errs)
+          "persistent gemm, attention, thread groups):", errs)
 
 
 if __name__ == "__main__":

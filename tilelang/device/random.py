@@ -66,6 +66,16 @@ def _calls(node) -> list:
     return out
 
 
+# The device header of cuRAND's other generators (the kernel's prelude includes it).
+CURAND_HEADER = '#include "tl_templates/cuda/curand.h"'
+
+
+def needs_curand(node) -> bool:
+    """Whether ``node`` starts one of cuRAND's generators other than Philox: their device
+    functions come from cuRAND's headers, which only such kernels include."""
+    return any(_rng_op(c) == INIT and str(c.args[3].value) != PHILOX for c in _calls(node))
+
+
 # -- Philox4x32-10 in TIR -------------------------------------------------------------------
 M0, M1 = 0xD2511F53, 0xCD9E8D57  # round multipliers
 W0, W1 = 0x9E3779B9, 0xBB67AE85  # key schedule (Weyl) increments
@@ -391,5 +401,5 @@ def lower_kernel(kernel: tirx.Stmt, cpu: bool) -> tirx.Stmt:
     return relaunch(chain, seq(allocs + [body]))
 
 
-__all__ = ["GENERATORS", "PHILOX", "float_call", "init_call", "lower_kernel", "rand_call",
-           "uses_rng"]
+__all__ = ["CURAND_HEADER", "GENERATORS", "PHILOX", "float_call", "init_call", "lower_kernel", "needs_curand",
+           "rand_call", "uses_rng"]

@@ -156,11 +156,14 @@ def _source_of(rt_mod, target: Target) -> str:
 
 
 def _prelude_of(func: tirx.PrimFunc) -> str:
-    """The ``T.Kernel(prelude=...)`` texts of ``func`` (device code placed before the kernel)."""
+    """The device code placed before the kernel: cuRAND's generators' header when ``func``
+    uses them, then the ``T.Kernel(prelude=...)`` texts."""
+    from ..device.random import CURAND_HEADER, needs_curand
     from ..ir_utils import find_all
 
     found = find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "tl.prelude")
-    return "\n".join(str(a.value.value) for a in found)
+    return "\n".join(([CURAND_HEADER] if needs_curand(func.body) else []) +
+                     [str(a.value.value) for a in found])
 
 
 def build(func: tirx.PrimFunc, target: Target) -> tuple[Any, str | None]:

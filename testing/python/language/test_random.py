@@ -15,7 +15,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
-from tilelang.errors import DSLError, LoweringError
+from tilelang.errors import CompileError, DSLError, LoweringError
 
 M32 = 0xFFFFFFFF
 
@@ -255,6 +255,32 @@ def test_sm90a_kernel_calls_the_philox_functions_with_registers_state():
     assert re.search(r"tl::philox_init\(", src) and "tl::philox_normal(" in src
     assert "curand" not in src.split('#include "tl_templates/cuda/tl.h"')[-1]
     assert ".entry" in kernel.get_ptx()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("generator", ["curandStateXORWOW_t", "curandStateMRG32k3a_t"])
+def test_only_curand_generators_include_curand_headers(generator):
+    """cuRAND's headers (slower to compile than most kernels) are included by the kernels
+    that start one of its generators, not by the Philox ones or any other kernel."""
+    @T.prim_func
+    def main(A: T.Tensor((32,), "uint32")):
+        with T.Kernel(1, threads=32) as bx:
+            tx = T.get_thread_binding()
+            T.rng_init(5, tx, 0, generator=generator)
+            A[tx] = T.rng_rand()
+
+    kernel = tilelang.compile(main, out_idx=[0], target="cuda -arch=sm_90a")
+    assert '#include "tl_templates/cuda/curand.h"' in kernel.get_kernel_source()
+    from tilelang.engine.cuda import cuda_include_dirs
+
+    if any(os.path.exists(os.path.join(d, "curand_kernel.h")) for d in cuda_include_dirs()[0]):
+        assert ".entry" in kernel.get_ptx()  # tl::rng_init<generator> comes from that header
+    else:
+        with pytest.raises(CompileError, match="needs cuRAND's device headers"):
+            kernel.get_ptx()
+    philox = tilelang.compile(draws(kind="float", threads=32), out_idx=[0],
+                              target="cuda -arch=sm_90a")
+    assert "curand.h" not in philox.get_kernel_source()
 
 
 def _gpu_draws(**kw):
