@@ -237,3 +237,116 @@ def test_nvrtc_compiles_a_tma_kernel():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert cuda.nvrtc_compile(src, "sm_90a")  # raises CompileError with NVRTC's log
+
+
+class _FakeNvrtc:
+    """cuda.bindings.nvrtc as far as ``nvrtc_compile`` uses it: records each program and its
+    options; fails a compile when ``fail(source, options)`` says so."""
+
+    class nvrtcResult:
+        NVRTC_SUCCESS, NVRTC_ERROR_COMPILATION = 0, 6
+
+    def __init__(self, fail):
+        self.fail, self.calls, self._src = fail, [], {}
+
+    def nvrtcVersion(self):
+        return 0, 13, 0
+
+    def nvrtcGetErrorString(self, r):
+        return 0, b"error"
+
+    def nvrtcCreateProgram(self, src, name, n, headers, names):
+        prog = len(self._src)
+        self._src[prog] = src.decode()
+        return 0, prog
+
+    def nvrtcCompileProgram(self, prog, n, opts):
+        opts = [o.decode() for o in opts]
+        self.calls.append((self._src[prog], opts))
+        return (6 if self.fail(self._src[prog], opts) else 0,)
+
+    def nvrtcGetProgramLogSize(self, prog):
+        return 0, 5
+
+    def nvrtcGetProgramLog(self, prog, log):
+        return (0,)
+
+    def nvrtcGetCUBINSize(self, prog):
+        return 0, 4
+
+    def nvrtcGetCUBIN(self, prog, out):
+        return (0,)
+
+    def nvrtcDestroyProgram(self, prog):
+        return (0,)
+
+
+@pytest.mark.parametrize("pch_fails", [False, True])
+def test_nvrtc_precompiles_the_cuda_headers(tmp_path, monkeypatch, pch_fails):
+    """NVRTC compiles the source behind the CUDA headers it includes anyway, with automatic
+    precompiled headers kept in the cache folder (per NVRTC version); when that compile fails,
+    the source is compiled as it is."""
+    import sys
+    import types
+
+    from tilelang.engine import cuda
+    from tilelang.jit import cache
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cuda, "cuda_include_dirs", lambda: (["/inc"], []))
+    fake = _FakeNvrtc(lambda src, opts: pch_fails and "--pch" in opts)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.nvrtc = fake
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", fake)
+    assert cuda.nvrtc_compile(BAD, "sm_90a") == b"    "
+    first_src, first_opts = fake.calls[0]
+    assert first_src == cuda.PCH_PREFIX + BAD
+    assert "--pch" in first_opts and f"--pch-dir={cache.cache_dir() / 'nvrtc-pch' / '13.0'}" \
+        in first_opts and (tmp_path / "nvrtc-pch" / "13.0").is_dir()
+    assert [c[0] for c in fake.calls[1:]] == ([BAD] if pch_fails else [])
+    if pch_fails:
+        assert not any("--pch" in o for o in fake.calls[1][1])
+        assert not (tmp_path / "src").exists() or not list((tmp_path / "src").iterdir())
+
+
+def test_precompiled_headers_are_what_the_sources_include():
+    """Every header named first is one that the generated source includes anyway (TVM's
+    preamble under NVRTC, or tilelang's headers), so moving it first changes nothing else."""
+    import re
+
+    from tilelang.engine import cuda
+
+    root = os.path.join(cuda.template_dir(), "tl_templates", "cuda")
+    included = set()
+    for name in os.listdir(root):
+        included |= set(re.findall(r"#include <([^>]+)>", open(os.path.join(root, name)).read()))
+    preamble = {"cuda/std/cstdint", "cuda/std/type_traits", "cuda_fp16.h"}  # TVM's, under NVRTC
+    assert set(cuda.PCH_HEADERS) <= included | preamble
+
+
+@pytest.mark.gpu
+def test_precompiled_headers_give_the_same_ptx():
+    """The same kernels compiled by NVRTC with the CUDA headers precompiled and without: the
+    PTX is identical, and the second compile reads the headers NVRTC kept."""
+    import sys
+
+    import tilelang
+    from tilelang.engine import cuda
+
+    if not cuda.has_nvrtc():
+        pytest.skip("needs cuda-python's NVRTC")
+    from cuda.bindings import nvrtc
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__))))
+    from programs import matmul
+
+    for dtype in ("float16", "bfloat16"):
+        k = tilelang.compile(matmul(256, 256, 256, 128, 128, 64, num_stages=3, dtype=dtype),
+                             out_idx=[2], target="cuda -arch=sm_90a")
+        src = k.get_kernel_source()
+        flags = cuda.compile_flags("nvrtc", "sm_90a", "ptx", False, cuda.cuda_include_dirs()[0])
+        plain = cuda._nvrtc(nvrtc, src, flags, "sm_90a", "ptx")
+        with_pch = cuda.nvrtc_compile(src, "sm_90a", "ptx")
+        again = cuda.nvrtc_compile(src, "sm_90a", "ptx")  # reads the precompiled headers
+        assert plain == with_pch == again
