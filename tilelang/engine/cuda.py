@@ -227,16 +227,22 @@ PCH_HEADERS = ("cuda/std/cstdint", "cuda/std/type_traits", "cuda_fp16.h", "cuda_
 PCH_PREFIX = "".join(f"#include <{h}>\n" for h in PCH_HEADERS)
 
 
-@functools.lru_cache(maxsize=1)
+_pch_folders: dict[int, str | None] = {}
+
+
 def pch_dir() -> str | None:
     """This process's folder for NVRTC's precompiled headers (NVRTC deletes the files it made
-    there when the process ends; the empty folder goes then too), or None if none can be made."""
-    try:
-        folder = tempfile.mkdtemp(prefix="tilelang-nvrtc-pch-")
-    except OSError:
-        return None
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
+    there when the process ends; the empty folder goes then too), or None if none can be made.
+    A forked process (the autotuner's compile workers) gets a folder of its own."""
+    pid = os.getpid()
+    if pid not in _pch_folders:
+        try:
+            folder = tempfile.mkdtemp(prefix="tilelang-nvrtc-pch-")
+            atexit.register(shutil.rmtree, folder, True)
+        except OSError:
+            folder = None
+        _pch_folders[pid] = folder
+    return _pch_folders[pid]
 
 
 def nvrtc_compile(code: str, arch: str, fmt: str = "cubin", fast_math: bool = False) -> bytes:

@@ -302,6 +302,8 @@ def test_nvrtc_precompiles_the_cuda_headers(tmp_path, monkeypatch, pch_fails):
     assert first_src == cuda.PCH_PREFIX + BAD
     assert "--pch" in first_opts and f"--pch-dir={cuda.pch_dir()}" in first_opts
     assert os.path.isdir(cuda.pch_dir()) and cuda.pch_dir() == cuda.pch_dir()
+    monkeypatch.setattr(os, "getpid", lambda: -1)  # as in a forked compile worker
+    assert os.path.isdir(cuda.pch_dir()) and cuda.pch_dir() != first_opts[-1][len("--pch-dir="):]
     assert [c[0] for c in fake.calls[1:]] == ([BAD] if pch_fails else [])
     if pch_fails:
         assert not any("--pch" in o for o in fake.calls[1][1])
