@@ -70,10 +70,15 @@ def _calls(node) -> list:
 CURAND_HEADER = '#include "tl_templates/cuda/curand.h"'
 
 
+def _generator(init: tvm.ir.Call) -> str:
+    """The generator a ``tl.rng_init`` call starts."""
+    return str(init.args[3].value)
+
+
 def needs_curand(node) -> bool:
     """Whether ``node`` starts one of cuRAND's generators other than Philox: their device
     functions come from cuRAND's headers, which only such kernels include."""
-    return any(_rng_op(c) == INIT and str(c.args[3].value) != PHILOX for c in _calls(node))
+    return any(_rng_op(c) == INIT and _generator(c) != PHILOX for c in _calls(node))
 
 
 # -- Philox4x32-10 in TIR -------------------------------------------------------------------
@@ -372,7 +377,7 @@ def lower_kernel(kernel: tirx.Stmt, cpu: bool) -> tirx.Stmt:
     if not inits:
         raise LoweringError("T.rng_rand / T.rng_rand_float draw from the thread's generator, "
                             "which T.rng_init must start first in the same T.Kernel")
-    generators = {str(c.args[3].value) for c in inits}
+    generators = {_generator(c) for c in inits}
     if len(generators) > 1:
         raise LoweringError(f"one T.Kernel uses the generators {sorted(generators)}; a thread "
                             "has one generator state, so give every T.rng_init the same one")
@@ -401,5 +406,5 @@ def lower_kernel(kernel: tirx.Stmt, cpu: bool) -> tirx.Stmt:
     return relaunch(chain, seq(allocs + [body]))
 
 
-__all__ = ["CURAND_HEADER", "GENERATORS", "PHILOX", "float_call", "init_call", "lower_kernel", "needs_curand",
-           "rand_call", "uses_rng"]
+__all__ = ["CURAND_HEADER", "GENERATORS", "PHILOX", "float_call", "init_call", "lower_kernel",
+           "needs_curand", "rand_call", "uses_rng"]
