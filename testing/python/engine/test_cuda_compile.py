@@ -125,6 +125,9 @@ def test_both_compilers_get_the_same_flags():
         assert shared <= set(nvcc) and shared <= set(nvrtc)
         fast = (compile_flags("nvcc", "sm_90a", fmt, True), compile_flags("nvrtc", "sm_90a", fmt, True))
         assert all("--use_fast_math" in f for f in fast)
+    # nvcc's own depth for libcu++'s type-list unrolling (NVRTC's default makes
+    # <cuda/std/type_traits> a second of parsing)
+    assert "-D_CCCL_META_UNROLL_LIMIT=10" in compile_flags("nvrtc", "sm_90a", "cubin")
     assert "--gpu-architecture=compute_90a" in compile_flags("nvrtc", "sm_90a", "ptx")
     assert "--gpu-architecture=sm_90a" in compile_flags("nvrtc", "sm_90a", "cubin")
 
