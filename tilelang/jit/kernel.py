@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import torch
 import tvm
+from torch.compiler import is_compiling
 from tvm import tirx
 from tvm.target import Target
 
@@ -55,7 +56,7 @@ class JITKernel:
         self.torch_op_name = torch_op.new_name(self)  # the operator itself is made on first use
 
     def __call__(self, *args: Any):
-        if torch.compiler.is_compiling():  # traced by torch.compile: one custom-op node
+        if is_compiling():  # traced by torch.compile: one custom-op node
             return torch_op.call(self, args)
         return self._launch(self._fn, args)
 
