@@ -74,7 +74,7 @@ def stock_passes() -> list[tvm.transform.Pass]:
     from tvm import s_tir, tirx
     from tvm.backend.cuda import transforms as cuda_transforms
 
-    from ..transform import vector_alignment
+    from ..transform import param_alignment, vector_alignment
 
     config = tvm.transform.PassContext.current().config
     passes = [
@@ -107,6 +107,8 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.SplitHostDevice(),
         cuda_transforms.LowerIket(),
         tirx.transform.MakePackedAPI(),
+        # the host code assumes element alignment only, not the packed API's 64 bytes
+        param_alignment.RelaxParamAlignment(),
         tirx.transform.FP8StorageLegalize(),
         tirx.transform.BF16StorageLegalize(),
     ]

@@ -3,7 +3,8 @@ in a few comparisons per argument, and hands every other call to :class:`Argumen
 
 The generated ``launch(fn, args)`` unrolls, for each input, the test the call must pass: a
 tensor of the parameter's torch dtype, of the signature's shape, on the kernel's device type and
-contiguous (all on one CUDA device); a Python scalar of the parameter's kind within its range.
+contiguous (all on one CUDA device, each at a 16-byte-aligned address); a Python scalar of the
+parameter's kind within its range.
 Tensors with declared strides (``T.StridedTensor``) take the binder unless those are the
 row-major strides of a static shape; a kernel with a packed sub-byte tensor parameter
 (``T.float4_e2m1fn`` ...) always takes the binder, which passes a view of the logical type.
@@ -22,7 +23,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import OutOfBoundsError
-from .params import ArgumentBinder, _row_major
+from .params import GPU_ALIGNMENT, ArgumentBinder, _row_major
 
 _INT64_MAX = 2**63 - 1  # the packed API carries integers as int64
 
@@ -95,8 +96,10 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
             # a tensor with no elements takes the binder, which gives it the strides TVM checks
             empty = "" if all(isinstance(d, int) and d > 0 for d in p.shape) else \
                 f" and {a}.numel()"
+            aligned = f" and not {a}.data_ptr() % {GPU_ALIGNMENT}" if cuda else ""
             tests.append(f"isinstance({a}, Tensor) and {a}.dtype is dt{k} and "
-                         f"{a}.shape == sig[{k}] and {where} and {a}.is_contiguous(){empty}")
+                         f"{a}.shape == sig[{k}] and {where} and {a}.is_contiguous(){empty}"
+                         f"{aligned}")
         elif kind == "bool":
             tests.append(f"type({a}) is bool")
         elif kind in ("int", "float"):

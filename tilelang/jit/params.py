@@ -64,6 +64,11 @@ class ScalarParam:
 
 POINTER = "handle"
 
+#: The address alignment a GPU kernel relies on for each tensor parameter: 16 bytes, the width
+#: of its widest vector access, of a ``cp.async`` and the alignment TMA requires.  (The CPU
+#: backend assumes element alignment only: see ``tilelang/transform/param_alignment.py``.)
+GPU_ALIGNMENT = 16
+
 
 def _sizes(exprs) -> list:
     """Declared sizes or strides as ints, size-variable names, or None for expressions."""
@@ -171,9 +176,9 @@ class ArgumentBinder:
     """Checks the inputs of a call, binds size variables, allocates the outputs.
 
     ``bind`` runs every check (type, dtype, rank, shape, size-variable agreement and range,
-    element count, device, contiguity, scalar ranges); what each parameter expects is computed
-    once here, for the launcher that accepts a call passing them in a few comparisons per
-    argument and hands any other call to ``bind``.
+    element count, device, contiguity, address alignment on the GPU, scalar ranges); what
+    each parameter expects is computed once here, for the launcher that accepts a call
+    passing them in a few comparisons per argument and hands any other call to ``bind``.
     """
 
     def __init__(self, kernel_name: str, params: list, out_idx: list[int], device_type: str):
@@ -453,6 +458,12 @@ class ArgumentBinder:
             raise KernelArgumentError(
                 f"{name}: parameter {p.name!r} must be contiguous (row-major); got strides "
                 f"{t.stride()}; call .contiguous(), or declare it T.StridedTensor")
+        if self.device_type != "cpu" and t.data_ptr() % GPU_ALIGNMENT:
+            raise KernelArgumentError(
+                f"{name}: parameter {p.name!r} must start at a {GPU_ALIGNMENT}-byte-aligned "
+                f"address (its wide loads and stores, cp.async and TMA copies need it); got "
+                f"address {t.data_ptr():#x}, a view at storage offset {t.storage_offset()}; "
+                "pass a copy (.clone()) or a view that starts on such a boundary")
         if p.pack > 1:
             return logical_view(t, p.dtype, shape, strides)
         if p.strides is None and t.numel() == 0:

@@ -166,3 +166,20 @@ def test_cuda_good_call_skips_the_full_checks():
         c = k(a, b)
     s.synchronize()
     torch.testing.assert_close(c, a + b)
+
+
+@pytest.mark.gpu
+def test_cuda_refuses_a_misaligned_view_and_stays_usable():
+    """A view whose address is not 16-byte aligned would fault in the kernel's wide accesses
+    (a sticky CUDA error): both call paths refuse it, naming the parameter."""
+    k = tilelang.compile(add((4, 8)), out_idx=[2], target="cuda")
+    base = torch.randn(40, device="cuda")
+    a, b = base[1:33].view(4, 8), torch.randn(4, 8, device="cuda")
+    for _ in range(2):  # the fast path, then the full checks again
+        with pytest.raises(KernelArgumentError, match="parameter 'A' must start at a "
+                                                      "16-byte-aligned address"):
+            k(a, b)
+    aligned = base[4:36].view(4, 8)  # 16 bytes in: accepted
+    torch.testing.assert_close(k(aligned, b), aligned + b)
+    torch.testing.assert_close(k(a.clone(), b), a + b)
+    torch.cuda.synchronize()
