@@ -46,6 +46,16 @@ class TensorParam:
         return shape
 
     @property
+    def gpu_alignment(self) -> int:
+        """The address alignment, in bytes, a GPU kernel relies on for this tensor: 16
+        (``GPU_ALIGNMENT``) when its innermost stride is 1, which lets the kernel use wide
+        accesses, ``cp.async`` and TMA on it; one element when its declared innermost stride is
+        another constant or a variable, since it is then accessed element by element."""
+        if self.strides and self.strides[-1] != 1:
+            return max(1, tvm.DataType(self.dtype).bits // 8)
+        return GPU_ALIGNMENT
+
+    @property
     def max_elements(self) -> int:
         """How many elements the kernel's index arithmetic can address in this tensor: offsets
         are 64-bit only when every size is int64 (see ``T.Tensor``)."""
@@ -64,9 +74,10 @@ class ScalarParam:
 
 POINTER = "handle"
 
-#: The address alignment a GPU kernel relies on for each tensor parameter: 16 bytes, the width
-#: of its widest vector access, of a ``cp.async`` and the alignment TMA requires.  (The CPU
-#: backend assumes element alignment only: see ``tilelang/transform/param_alignment.py``.)
+#: The address alignment a GPU kernel relies on for a tensor parameter with innermost stride 1:
+#: 16 bytes, the width of its widest vector access and of a ``cp.async``, and the alignment TMA
+#: requires.  (The CPU backend assumes element alignment only: see
+#: ``tilelang/transform/param_alignment.py``.)
 GPU_ALIGNMENT = 16
 
 
@@ -458,9 +469,9 @@ class ArgumentBinder:
             raise KernelArgumentError(
                 f"{name}: parameter {p.name!r} must be contiguous (row-major); got strides "
                 f"{t.stride()}; call .contiguous(), or declare it T.StridedTensor")
-        if self.device_type != "cpu" and t.data_ptr() % GPU_ALIGNMENT:
+        if self.device_type != "cpu" and t.data_ptr() % p.gpu_alignment:
             raise KernelArgumentError(
-                f"{name}: parameter {p.name!r} must start at a {GPU_ALIGNMENT}-byte-aligned "
+                f"{name}: parameter {p.name!r} must start at a {p.gpu_alignment}-byte-aligned "
                 f"address (its wide loads and stores, cp.async and TMA copies need it); got "
                 f"address {t.data_ptr():#x}, a view at storage offset {t.storage_offset()}; "
                 "pass a copy (.clone()) or a view that starts on such a boundary")
