@@ -14,6 +14,12 @@ concurrent call never pairs input shapes with another signature's output shapes.
 test passes, the outputs are allocated and ``fn`` is called; otherwise the binder runs all
 checks and raises the precise ``KernelArgumentError`` (or converts what it accepts: numpy
 arrays, numpy scalars, one-element tensors for scalars, ...).
+
+A CUDA kernel whose tensors all have static shapes tests less in Python: a tensor at a
+16-byte-aligned address, and the scalars' ranges.  Its host code checks each tensor's dtype,
+rank, shape, strides and device, and that all are on one device, before it launches anything;
+the ``TypeError`` or ``ValueError`` it raises sends the call to the binder, which names what
+was wrong.  (CPU kernels run in the host function itself, so their calls keep every test.)
 """
 
 from __future__ import annotations
@@ -84,6 +90,11 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
         tuple(shape if static else None for (_d, shape, static, _e) in binder._outputs)
     state = [initial]
     ns["state"] = state
+    # A CUDA kernel of static shapes leaves to its host code the checks it makes itself (dtype,
+    # rank, shape, strides, device and one device for all), before anything is launched: a
+    # call those refuse is retried through the binder, which names what was wrong.
+    host_checked = cuda and bool(tensors) and not dynamic and binder.direct and \
+        not binder.scalar_sized_outputs
 
     tests = []
     for (k, tensor, dtype, _shape, kind, lo, hi, p) in plan:
@@ -97,6 +108,9 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
             empty = "" if all(isinstance(d, int) and d > 0 for d in p.shape) else \
                 f" and {a}.numel()"
             aligned = f" and not {a}.data_ptr() % {GPU_ALIGNMENT}" if cuda else ""
+            if host_checked:
+                tests.append(f"isinstance({a}, Tensor){empty}{aligned}")
+                continue
             tests.append(f"isinstance({a}, Tensor) and {a}.dtype is dt{k} and "
                          f"{a}.shape == sig[{k}] and {where} and {a}.is_contiguous(){empty}"
                          f"{aligned}")
@@ -120,9 +134,19 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     if n_in:
         lines.append(f"        {', '.join(f'a{k}' for k in range(n_in))}, = args")
     lines.append("        sig = state[0]")
-    lines.append("        if (" + "\n                and ".join(tests or ["True"]) + "):")
+    condition = "(" + "\n                and ".join(tests or ["True"]) + ")"
+    if cuda:  # data_ptr() raises for a tensor without storage (sparse, ...): the binder's
+        lines.append("        try:")
+        lines.append(f"            ok = {condition}")
+        lines.append("        except RuntimeError:")
+        lines.append("            ok = False")
+        lines.append("        if ok:")
+    else:
+        lines.append(f"        if {condition}:")
     body = "            "
-    if cuda and tensors:
+    if host_checked:
+        device = f"a{tensors[0]}.device"  # elsewhere than the GPU: refused by the host code
+    elif cuda and tensors:
         first = tensors[0]
         lines.append(f"{body}dev = a{first}.get_device()")
         same = [f"a{k}.get_device() == dev" for k in tensors[1:]]
@@ -145,6 +169,9 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     lines.append(f"{body}    fn({', '.join(order)})")
     lines.append(f"{body}except OutOfBoundsError as err:  # raised inside the kernel")
     lines.append(f"{body}    raise OutOfBoundsError(str(err)) from None")
+    if host_checked:  # the host code's argument checks, which run before the launch
+        lines.append(f"{body}except (TypeError, ValueError):")
+        lines.append(f"{body}    return checked(fn, args)")
     ret = "None" if not outs else outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
     lines.append(f"{body}return {ret}")
     lines.append("    return checked(fn, args)")

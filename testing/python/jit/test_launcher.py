@@ -196,3 +196,25 @@ def test_gpu_alignment_follows_the_innermost_stride():
 
     from tilelang.jit.params import params_of
     assert [p.gpu_alignment for p in params_of(main)] == [16, 16, 2, 4]
+
+
+@pytest.mark.gpu
+def test_cuda_static_kernel_leaves_checks_to_its_host_code():
+    """A CUDA kernel of static shapes lets its host code check dtype, shape, layout and device
+    (before any launch); a call the host code refuses goes through the full checks, which name
+    the parameter, and nothing was written."""
+    k = tilelang.compile(add((4, 8)), out_idx=[2], target="cuda")
+    calls = count_binds(k)
+    good = torch.randn(4, 8, device="cuda")
+    torch.testing.assert_close(k(good, good), good + good)
+    torch.testing.assert_close(k(torch.nn.Parameter(good), good), good + good)
+    assert calls == []
+    for bad, message in [(good.double(), "dtype"), (torch.randn(4, 4, device="cuda"), "shape"),
+                         (torch.randn(8, 4, device="cuda").T, "contiguous"),
+                         (good.reshape(32), "dims"), (good.cpu(), "device"),
+                         (good.to_sparse(), "contiguous|layout|strided|device"),
+                         (good.tolist(), "torch.Tensor")]:
+        with pytest.raises(KernelArgumentError, match=message):
+            k(bad, good)
+    assert len(calls) == 7
+    torch.testing.assert_close(k(good, good), good + good)
