@@ -48,10 +48,13 @@ class TensorParam:
     @property
     def gpu_alignment(self) -> int:
         """The address alignment, in bytes, a GPU kernel relies on for this tensor: 16
-        (``GPU_ALIGNMENT``) when its innermost stride is 1, which lets the kernel use wide
-        accesses, ``cp.async`` and TMA on it; one element when its declared innermost stride is
-        another constant or a variable, since it is then accessed element by element."""
-        if self.strides and self.strides[-1] != 1:
+        (``GPU_ALIGNMENT``) when its strides are constants with the innermost 1 (row-major
+        tensors included), where the kernel may prove a wide access, ``cp.async`` or TMA box
+        aligned to the start; one element when a declared stride is a variable or the innermost
+        is not 1, since no offset from the start is then known aligned and every access is
+        narrow."""
+        if self.strides and not (self.strides[-1] == 1 and
+                                 all(isinstance(s, int) for s in self.strides)):
             return max(1, tvm.DataType(self.dtype).bits // 8)
         return GPU_ALIGNMENT
 
@@ -74,8 +77,8 @@ class ScalarParam:
 
 POINTER = "handle"
 
-#: The address alignment a GPU kernel relies on for a tensor parameter with innermost stride 1:
-#: 16 bytes, the width of its widest vector access and of a ``cp.async``, and the alignment TMA
+#: The address alignment a GPU kernel relies on for a tensor parameter of constant strides, the
+#: innermost 1: 16 bytes, the width of its widest vector access and of a ``cp.async``, and the alignment TMA
 #: requires.  (The CPU backend assumes element alignment only: see
 #: ``tilelang/transform/param_alignment.py``.)
 GPU_ALIGNMENT = 16
@@ -412,11 +415,12 @@ class ArgumentBinder:
             raise KernelArgumentError(f"{name} expects {p.dtype}; torch cannot view the numpy "
                                       f"array of dtype {a.dtype}: {e}") from None
 
-    def _check_tensor(self, p: TensorParam, t: Any, sizes: dict) -> Any:
+    def _check_tensor(self, p: TensorParam, t: Any, sizes: dict, address: bool = True) -> Any:
         """Check tensor argument ``t`` of ``p``, binding its size (and stride) variables in
         ``sizes``; return what the kernel is given: ``t`` itself, a view of it with the
         declared stride of a dimension of extent 1 (whose stride means nothing), or for a
-        packed sub-byte tensor a view of its logical element type."""
+        packed sub-byte tensor a view of its logical element type.  ``address=False`` leaves
+        out the address check, for the fake tensors of ``torch.compile``, which have none."""
         name = self.kernel_name
         if not isinstance(t, torch.Tensor):
             raise KernelArgumentError(f"{name}: parameter {p.name!r} expects a torch.Tensor of "
@@ -469,7 +473,7 @@ class ArgumentBinder:
             raise KernelArgumentError(
                 f"{name}: parameter {p.name!r} must be contiguous (row-major); got strides "
                 f"{t.stride()}; call .contiguous(), or declare it T.StridedTensor")
-        if self.device_type != "cpu" and t.data_ptr() % p.gpu_alignment:
+        if address and self.device_type != "cpu" and t.data_ptr() % p.gpu_alignment:
             raise KernelArgumentError(
                 f"{name}: parameter {p.name!r} must start at a {p.gpu_alignment}-byte-aligned "
                 f"address (its wide loads and stores, cp.async and TMA copies need it); got "

@@ -133,7 +133,7 @@ def _fake_outputs(kernel, args: Sequence) -> list:
     for i, a in zip(binder.inputs, args):
         p = kernel.params[i]
         if isinstance(p, TensorParam):
-            binder._check_tensor(p, a, sizes)
+            binder._check_tensor(p, a, sizes, address=False)  # a traced tensor has no address
             device = device or a.device
     device = device or torch.device(binder.device_type)
     outs = []

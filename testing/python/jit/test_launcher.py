@@ -187,15 +187,18 @@ def test_cuda_refuses_a_misaligned_view_and_stays_usable():
 
 def test_gpu_alignment_follows_the_innermost_stride():
     """Only a tensor the kernel may read in wide accesses needs 16-byte alignment."""
+    sa, sb = T.dynamic("sa"), T.dynamic("sb")
+
     @T.prim_func
     def main(A: T.Tensor((4, 8), "float16"), S: T.StridedTensor((4, 8), (16, 1), "float16"),
-             E: T.StridedTensor((4, 8), (T.dynamic("sa"), T.dynamic("sb")), "float16"),
+             E: T.StridedTensor((4, 8), (sa, sb), "float16"),
+             R: T.StridedTensor((4, 8), (sa, 1), "float16"),
              F: T.StridedTensor((4, 8), (16, 2), "float32")):
         with T.Kernel(1, threads=32) as _:
-            A[0, 0] = S[0, 0] + E[0, 0] + T.Cast("float16", F[0, 0])
+            A[0, 0] = S[0, 0] + E[0, 0] + R[0, 0] + T.Cast("float16", F[0, 0])
 
     from tilelang.jit.params import params_of
-    assert [p.gpu_alignment for p in params_of(main)] == [16, 16, 2, 4]
+    assert [p.gpu_alignment for p in params_of(main)] == [16, 16, 2, 2, 4]
 
 
 @pytest.mark.gpu

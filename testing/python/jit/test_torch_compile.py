@@ -148,6 +148,24 @@ def test_wrong_arguments_rejected_while_tracing(plus_one):
         cf(torch.randn(32, 8).half())
 
 
+def test_cuda_fake_outputs_need_no_address():
+    """Tracing a CUDA kernel (here compiled without a GPU) sees fake and functional tensors,
+    which have no address (``data_ptr()`` raises): the outputs come from the shapes alone, and
+    a wrong shape is still refused."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    k = tilelang.compile(add_const(256, 64, 1.0), out_idx=[1], target="cuda -arch=sm_80")
+    with FakeTensorMode():
+        with FunctionalTensorMode():
+            good = FunctionalTensor.to_functional(torch.empty(256, 64, device="cuda"))
+            bad = FunctionalTensor.to_functional(torch.empty(256, 32, device="cuda"))
+        (out,) = torch_op._fake_outputs(k, (good,))
+        assert out.shape == (256, 64) and out.device.type == "cuda"
+        with pytest.raises(KernelArgumentError, match="parameter 'A' expects shape"):
+            torch_op._fake_outputs(k, (bad,))
+
+
 @pytest.mark.gpu
 def test_cuda_compile_stream_and_graph():
     k = tilelang.compile(add_const(256, 64, 1.0), out_idx=[1], target="cuda")
