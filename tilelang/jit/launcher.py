@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import OutOfBoundsError
-from .params import GPU_ALIGNMENT, ArgumentBinder, _row_major
+from .params import ArgumentBinder, _row_major
 
 _INT64_MAX = 2**63 - 1  # the packed API carries integers as int64
 
@@ -102,18 +102,17 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
         if tensor and p.strides is not None and p.strides != _row_major(p.shape):
             tests.append("False")  # declared strides are checked (and bound) by the binder
         elif tensor:
-            ns[f"dt{k}"] = dtype
-            where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
             # a tensor with no elements takes the binder, which gives it the strides TVM checks
             empty = "" if all(isinstance(d, int) and d > 0 for d in p.shape) else \
                 f" and {a}.numel()"
-            aligned = f" and not {a}.data_ptr() % {GPU_ALIGNMENT}" if cuda else ""
-            if host_checked:
-                tests.append(f"isinstance({a}, Tensor){empty}{aligned}")
-                continue
-            tests.append(f"isinstance({a}, Tensor) and {a}.dtype is dt{k} and "
-                         f"{a}.shape == sig[{k}] and {where} and {a}.is_contiguous(){empty}"
-                         f"{aligned}")
+            aligned = f" and not {a}.data_ptr() % {p.gpu_alignment}" if cuda else ""
+            checks = ""
+            if not host_checked:
+                ns[f"dt{k}"] = dtype
+                where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
+                checks = (f" and {a}.dtype is dt{k} and {a}.shape == sig[{k}] and {where} and "
+                          f"{a}.is_contiguous()")
+            tests.append(f"isinstance({a}, Tensor){checks}{empty}{aligned}")
         elif kind == "bool":
             tests.append(f"type({a}) is bool")
         elif kind in ("int", "float"):

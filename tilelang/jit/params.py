@@ -13,6 +13,7 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..errors import KernelArgumentError, KernelArgumentTypeError
+from ..ops.loops import elem_bytes
 from ..utils.dtype import elements_per_byte, packed_torch_dtypes, torch_dtype
 from .packed_view import logical_view
 
@@ -55,7 +56,7 @@ class TensorParam:
         narrow."""
         if self.strides and not (self.strides[-1] == 1 and
                                  all(isinstance(s, int) for s in self.strides)):
-            return max(1, tvm.DataType(self.dtype).bits // 8)
+            return elem_bytes(self.dtype)
         return GPU_ALIGNMENT
 
     @property
@@ -78,8 +79,8 @@ class ScalarParam:
 POINTER = "handle"
 
 #: The address alignment a GPU kernel relies on for a tensor parameter of constant strides, the
-#: innermost 1: 16 bytes, the width of its widest vector access and of a ``cp.async``, and the alignment TMA
-#: requires.  (The CPU backend assumes element alignment only: see
+#: innermost 1: 16 bytes, the width of its widest vector access and of a ``cp.async``, and the
+#: alignment TMA requires.  (The CPU backend assumes element alignment only: see
 #: ``tilelang/transform/param_alignment.py``.)
 GPU_ALIGNMENT = 16
 

@@ -14,20 +14,14 @@ the device code keeps its alignment, which the call checks instead (see
 
 from __future__ import annotations
 
-import tvm
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..ir_utils import map_nodes
+from ..ops.loops import elem_bytes
 from .passes import function_pass
 
 STORAGE_ALIGNMENT = "storage_alignment"
-
-
-def _element_bytes(buf: tvm.ir.Var) -> int:
-    """Bytes of one element of the buffer ``buf`` (at least 1)."""
-    dt = tvm.DataType(str(buf.dtype))
-    return max(1, dt.bits * dt.lanes // 8)
 
 
 @function_pass("tl.RelaxParamAlignment")
@@ -39,10 +33,10 @@ def RelaxParamAlignment(func: tirx.PrimFunc) -> tirx.PrimFunc:
     def relax(s: tirx.AttrStmt) -> tirx.AttrStmt:
         if s.attr_key != STORAGE_ALIGNMENT or not is_buffer_var(s.node):
             return s
-        nbytes = _element_bytes(s.node)
+        nbytes = elem_bytes(str(s.node.dtype))
         if int(s.value) <= nbytes:
             return s
-        return tirx.AttrStmt(s.node, s.attr_key, tvm.tirx.IntImm("int32", nbytes), s.body,
+        return tirx.AttrStmt(s.node, s.attr_key, tirx.IntImm("int32", nbytes), s.body,
                              span=s.span)
 
     body = map_nodes(func.body, (tirx.AttrStmt, relax))
