@@ -5,6 +5,10 @@ own choice for the GPU (TMA + WGMMA on sm_90a); ``--path sm80`` forces the sm80-
 
     python benchmarks/bench_gemm.py [--path default|sm80] [--sizes 4096 8192] [--dtypes ...]
 
+Every contender (cuBLAS, each tile configuration, Triton) is timed once per round, in turn, for
+``--rounds`` rounds, and its median over the rounds is reported: the GPU's clock drifts as it
+warms, and a baseline timed only once, first, on a cool GPU would be favoured.
+
 Prints TFLOP/s and ratios; writes bench_gemm.json next to the script (or under $OUT).
 """
 
@@ -18,7 +22,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench_ms, print_table, write_json  # noqa: E402
+from common import bench_ms, interleaved_ms, print_table, write_json  # noqa: E402
 
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
@@ -128,6 +132,8 @@ def main(argv=None):
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGES",
                    help="tile configurations to try instead of the built-in list (K is for "
                         "16-bit types; fp8 tiles take twice the K)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds: each round times every contender once, in turn")
     p.add_argument("--no-stage-study", action="store_true",
                    help="skip the multi-stage against 1-stage comparison")
     args = p.parse_args(argv)
@@ -144,35 +150,42 @@ def main(argv=None):
             a, b, base, ref = inputs(n, dtype)
             flops = 2 * n ** 3
             tf = lambda ms: flops / ms * 1e-9  # noqa: E731
-            base_ms = bench_ms(base)
-            best = None
+            contenders = {"torch": base}
+            compiled = {}
             for cfg in configs:
                 cfg = (cfg[0], cfg[1], cfg[2] * 2, *cfg[3:]) if fp8 else cfg
                 t0 = time.time()
                 k = tilelang.compile(matmul(n, n, n, *cfg, dtype, out_dtype=out_dtype),
                                      out_idx=[2], target="cuda", pass_configs=sm80)
-                compile_s = time.time() - t0
-                c = k(a, b)
-                err = float((c.float() - ref.float()).abs().max())
-                ms = bench_ms(lambda: k(a, b))
-                print(f"{dtype} {n} {'x'.join(map(str, cfg))}: {tf(ms):.0f} TFLOP/s "
-                      f"({base_ms / ms:.2f}x torch), max err {err:.3g}, "
+                err = float((k(a, b).float() - ref.float()).abs().max())
+                compiled[cfg] = (err, time.time() - t0)
+                contenders[cfg] = lambda k=k: k(a, b)
+            if tri is not None and not fp8:
+                out = torch.empty_like(a)
+                contenders["triton"] = lambda: tri(a, b, out)
+                contenders["triton"]()  # autotune before timing
+            ms, runs = interleaved_ms(contenders, args.rounds)
+            print(f"{dtype} {n} cuBLAS by round: " + ", ".join(f"{tf(x):.0f}" for x in runs["torch"])
+                  + " TFLOP/s", flush=True)
+            base_ms = ms["torch"]
+            for cfg, (err, compile_s) in compiled.items():
+                print(f"{dtype} {n} {'x'.join(map(str, cfg))}: {tf(ms[cfg]):.0f} TFLOP/s "
+                      f"({base_ms / ms[cfg]:.2f}x torch; by round "
+                      + ", ".join(f"{tf(x):.0f}" for x in runs[cfg]) + f"), max err {err:.3g}, "
                       f"compile {compile_s:.1f} s", flush=True)
-                if best is None or ms < best[1]:
-                    best = (cfg, ms, err, compile_s)
-            cfg, ms, err, compile_s = best
+            cfg = min(compiled, key=lambda c: ms[c])
+            err, compile_s = compiled[cfg]
             row = {"dtype": dtype, "size": n, "tiles": "x".join(map(str, cfg[:3])),
-                   "threads": cfg[3], "stages": cfg[4], "ours": tf(ms), "torch": tf(base_ms),
-                   "ours/torch": base_ms / ms, "max_err": err, "compile_s": compile_s}
+                   "threads": cfg[3], "stages": cfg[4], "ours": tf(ms[cfg]), "torch": tf(base_ms),
+                   "ours/torch": base_ms / ms[cfg], "max_err": err, "compile_s": compile_s}
             if not args.no_stage_study:  # the best tiles pipelined against one stage (sync)
                 k1 = tilelang.compile(matmul(n, n, n, *cfg[:4], 1, dtype, out_dtype=out_dtype),
                                       out_idx=[2], target="cuda", pass_configs=sm80)
                 ms1 = bench_ms(lambda: k1(a, b))
                 row["1 stage"] = tf(ms1)
-                row["pipelined vs 1 stage"] = ms1 / ms
-            if tri is not None and not fp8:
-                out = torch.empty_like(a)
-                row["triton"] = tf(bench_ms(lambda: tri(a, b, out)))
+                row["pipelined vs 1 stage"] = ms1 / ms[cfg]
+            if "triton" in ms:
+                row["triton"] = tf(ms["triton"])
                 row["ours/triton"] = row["ours"] / row["triton"]
             rows.append(row)
     write_json(rows, f"bench_gemm_{args.path}.json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 from typing import Callable
 
@@ -21,6 +22,17 @@ def bench_ms(fn: Callable[[], object]) -> float:
         from tilelang.profiler import bench
 
         return float(bench(fn, warmup=50, rep=200, cuda=True, return_mode="median"))
+
+
+def interleaved_ms(contenders: dict, rounds: int) -> tuple[dict, dict]:
+    """Median milliseconds per call of each of ``contenders`` (name -> callable), over
+    ``rounds`` rounds that each time every contender once with :func:`bench_ms`, in turn, so
+    that all of them run under the same clocks and temperatures; and each one's runs."""
+    runs: dict = {name: [] for name in contenders}
+    for _ in range(max(1, rounds)):
+        for name, fn in contenders.items():
+            runs[name].append(bench_ms(fn))
+    return {name: float(statistics.median(ms)) for name, ms in runs.items()}, runs
 
 
 def write_json(rows: list[dict], name: str) -> None:
