@@ -32,14 +32,18 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
              tilelang.PassConfigKey.TL_DISABLE_WGMMA: True,
              tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 
-# (block_M, block_N, block_K, threads, num_stages)
-CONFIGS = [(128, 128, 64, 128, 3), (128, 128, 64, 128, 4), (128, 256, 32, 256, 3),
-           (128, 256, 64, 256, 3), (128, 256, 64, 256, 4), (256, 128, 64, 256, 3)]
-QUICK = [(128, 256, 64, 256, 3), (128, 256, 64, 256, 4)]
+# (block_M, block_N, block_K, threads, num_stages, epilogue): the epilogue stores C from the
+# registers ("r") or through a shared tile ("s")
+CONFIGS = [(128, 128, 64, 128, 3, "r"), (128, 128, 64, 128, 4, "r"), (128, 256, 32, 256, 3, "r"),
+           (128, 256, 64, 256, 3, "r"), (128, 256, 64, 256, 4, "r"), (256, 128, 64, 256, 3, "r"),
+           (128, 256, 64, 256, 4, "s")]
+QUICK = [(128, 256, 64, 256, 4, "r"), (128, 256, 64, 256, 3, "s"), (128, 256, 64, 256, 4, "s")]
 
 
-def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, panel=8, out_dtype=None):
-    """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs)."""
+def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=8,
+           out_dtype=None):
+    """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs);
+    ``epilogue`` "s" sends C out through a shared tile, as the public TileLang's examples do."""
     k_major = dtype.startswith("float8")
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
@@ -60,7 +64,12 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, panel=8, out_dtype=N
                 else:
                     T.copy(B[k * bK, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=k_major)
-            T.copy(C_f, C[by * bM, bx * bN])
+            if epilogue == "s":
+                C_s = T.alloc_shared((bM, bN), out_dtype)
+                T.copy(C_f, C_s)
+                T.copy(C_s, C[by * bM, bx * bN])
+            else:
+                T.copy(C_f, C[by * bM, bx * bN])
 
     return main
 
@@ -129,9 +138,9 @@ def main(argv=None):
                    help="float16, bfloat16, float8_e4m3fn (against torch._scaled_mm)")
     p.add_argument("--quick", action="store_true", help="two tile configurations, not six")
     p.add_argument("--path", choices=("default", "sm80"), default="default")
-    p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGES",
+    p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGESxEPILOGUE",
                    help="tile configurations to try instead of the built-in list (K is for "
-                        "16-bit types; fp8 tiles take twice the K)")
+                        "16-bit types; fp8 tiles take twice the K; epilogue r or s)")
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn")
     p.add_argument("--no-stage-study", action="store_true",
@@ -139,7 +148,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     configs = QUICK if args.quick else CONFIGS
     if args.configs:
-        configs = [tuple(int(x) for x in c.split("x")) for c in args.configs]
+        configs = [tuple(int(x) if x.isdigit() else x for x in c.split("x")) for c in args.configs]
+        configs = [c if len(c) == 6 else (*c, "r") for c in configs]
     sm80 = SM80_PATH if args.path == "sm80" else {}
     tri = triton_matmul()
     rows = []
@@ -155,7 +165,7 @@ def main(argv=None):
             for cfg in configs:
                 cfg = (cfg[0], cfg[1], cfg[2] * 2, *cfg[3:]) if fp8 else cfg
                 t0 = time.time()
-                k = tilelang.compile(matmul(n, n, n, *cfg, dtype, out_dtype=out_dtype),
+                k = tilelang.compile(matmul(n, n, n, *cfg[:5], dtype, cfg[5], out_dtype=out_dtype),
                                      out_idx=[2], target="cuda", pass_configs=sm80)
                 err = float((k(a, b).float() - ref.float()).abs().max())
                 compiled[cfg] = (err, time.time() - t0)
@@ -176,10 +186,11 @@ def main(argv=None):
             cfg = min(compiled, key=lambda c: ms[c])
             err, compile_s = compiled[cfg]
             row = {"dtype": dtype, "size": n, "tiles": "x".join(map(str, cfg[:3])),
-                   "threads": cfg[3], "stages": cfg[4], "ours": tf(ms[cfg]), "torch": tf(base_ms),
+                   "threads": cfg[3], "stages": cfg[4], "epilogue": cfg[5], "ours": tf(ms[cfg]), "torch": tf(base_ms),
                    "ours/torch": base_ms / ms[cfg], "max_err": err, "compile_s": compile_s}
             if not args.no_stage_study:  # the best tiles pipelined against one stage (sync)
-                k1 = tilelang.compile(matmul(n, n, n, *cfg[:4], 1, dtype, out_dtype=out_dtype),
+                k1 = tilelang.compile(matmul(n, n, n, *cfg[:4], 1, dtype, cfg[5],
+                                             out_dtype=out_dtype),
                                       out_idx=[2], target="cuda", pass_configs=sm80)
                 ms1 = bench_ms(lambda: k1(a, b))
                 row["1 stage"] = tf(ms1)
@@ -191,7 +202,7 @@ def main(argv=None):
     write_json(rows, f"bench_gemm_{args.path}.json")
     print("torch: cuBLAS (a @ b), for fp8 torch._scaled_mm; triton: autotuned over",
           ", ".join("x".join(map(str, c)) for c in TRITON_CONFIGS), "(BMxBNxBKxwarpsxstages)")
-    print_table(rows, ["dtype", "size", "tiles", "threads", "stages", "ours", "torch",
+    print_table(rows, ["dtype", "size", "tiles", "threads", "stages", "epilogue", "ours", "torch",
                        "ours/torch", "triton", "ours/triton", "1 stage",
                        "pipelined vs 1 stage", "max_err", "compile_s"])
 

@@ -1,5 +1,6 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
-without specialization, sm80 path), the attention forward and the two-thread-group hand-off
+without specialization, sm80 path, an epilogue through shared memory reusing the stage ring),
+the attention forward and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
@@ -40,6 +41,10 @@ def main():
     wide = tilelang.compile(matmul(256, 256, 256, 128, 256, 64, threads=256, num_stages=3),
                             out_idx=[2])
     c_wide = wide(a, b)
+    # C out through a shared tile that takes the 4-stage ring's bytes after the loop
+    staged = tilelang.compile(matmul(256, 256, 256, 128, 256, 64, threads=256, num_stages=4,
+                                     shared_epilogue=True), out_idx=[2])
+    c_staged = staged(a, b)
     from test_warp_specialize import persistent_gemm
 
     persistent = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2), out_idx=[2])
@@ -64,11 +69,12 @@ def main():
             float((c80.float() - (a.float() @ b.float())).abs().max()),
             float((c_ring.float() - (a.float() @ b.float())).abs().max()),
             float((c_wide.float() - (a.float() @ b.float())).abs().max()),
+            float((c_staged.float() - (a.float() @ b.float())).abs().max()),
             float((c_pers - (a.float() @ pb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
-          "persistent gemm, attention, thread groups):", errs)
+          "shared-epilogue gemm, persistent gemm, attention, thread groups):", errs)
 
 
 if __name__ == "__main__":

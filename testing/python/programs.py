@@ -18,7 +18,8 @@ def example(rel):
 
 def matmul(M, N, K, bM, bN, bK, tA=False, tB=False, dtype="float16", accum="float32",
            out_dtype=None, num_stages=3, threads=128, policy=T.GemmWarpPolicy.Square,
-           wg_wait=0):
+           wg_wait=0, shared_epilogue=False):
+    """C = op(A) @ op(B), pipelined; ``shared_epilogue`` sends C out through a shared tile."""
     out_dtype = out_dtype or (accum if dtype in ("int8", "float32") else dtype)
     a_shape = (K, M) if tA else (M, K)
     b_shape = (N, K) if tB else (K, N)
@@ -44,7 +45,12 @@ def matmul(M, N, K, bM, bN, bK, tA=False, tB=False, dtype="float16", accum="floa
                     T.copy(B[k * bK, bx * bN], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_A=tA, transpose_B=tB, policy=policy,
                        wg_wait=wg_wait)
-            T.copy(C_f, C[by * bM, bx * bN])
+            if shared_epilogue:
+                C_s = T.alloc_shared((bM, bN), out_dtype)
+                T.copy(C_f, C_s)
+                T.copy(C_s, C[by * bM, bx * bN])
+            else:
+                T.copy(C_f, C[by * bM, bx * bN])
 
     return main
 

@@ -20,6 +20,13 @@ WARP_BARRIER = -1
 # The marker a ``T.ws`` region carries in the IR: ``AttrStmt(node, GROUP_ATTR, offset)`` whose
 # body is ``if offset <= tx < offset + count: ...``; the count is the ``tl.group_count`` attr.
 GROUP_ATTR = "tl.thread_group"
+# Marks the body of a warp-specialized kernel's consumer region (an ``AttrStmt`` inside the
+# region's condition): every write the producer group makes to a shared tile is one the
+# consumers wait for (on the ring's "full" mbarriers) before their last access of that tile,
+# and the producer writes no tile after the consumers have finished with it.  So once every
+# consumer is past its last access of a ring tile, the tile is dead in both roles, and its
+# bytes may go to a tile only the consumers use later (``PlanSharedMemory``).
+CONSUMER_BODY_ATTR = "tl.ws_consumer_body"
 
 
 @dataclass(frozen=True)

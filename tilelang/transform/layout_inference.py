@@ -452,7 +452,7 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
             recorded = op.infer_layout(_InGroup(st, grp))
         if recorded is not None:
             st.recorded[key(stmt)] = recorded
-    swizzle = st.resolve_shared()
+    swizzle = st.resolve_shared() | staging_tiles(body, col, st)
     # a fragment that scalar code reads is held whole by every thread (unless an op fixed it)
     for buf, idx in col.scalar_reads.values():
         if st.layout(buf) is None:
@@ -488,6 +488,51 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
             st.loops[key(lp.node.loop_var)] = elementwise(
                 [R.as_int(e) for e in lp.extents], (lp.group or block).count, vec=1)
     return st, swizzle, col
+
+
+def staging_tiles(body, col: _Collect, st: _State) -> set:
+    """Keys of the shared tiles that stage a fragment on its way elsewhere (the destination of
+    a ``T.copy`` from a fragment) and that nothing but ``T.copy`` touches, with no layout of
+    their own: they are stored in the conflict-free sm80 swizzle.  A fragment's rows land 8
+    at a time on one column of the tile, which row-major rows of 128 bytes or more would put
+    on the same banks; the swizzle moves each row's 16-byte chunks to distinct banks and
+    keeps every 16-byte vector whole, so the copies read and write it as they would rows."""
+    from ..layout.swizzle import can_swizzle
+    from ..ops.copy import Copy
+
+    fixed = set(st.user_shared) | set(st.swizzled) | set(st.gmma) | set(st.shared_layouts)
+    viewed = {key(t) for _, t in col.shared_views}
+    copies = [(op, stmt) for op, stmt in zip(col.ops, col.op_stmts) if isinstance(op, Copy)]
+    staged = {key(R.buffer_of(op.dst)) for op, _ in copies
+              if is_fragment(R.buffer_of(op.src)) and R.scope_of(op.dst) in SHARED}
+    out = set()
+    for b in col.shared:
+        k = key(b)
+        if k not in staged or k in fixed or k in viewed or len(b.shape) != 2 or \
+                not all(isinstance(x, tirx.IntImm) for x in b.shape) or \
+                not can_swizzle(int(b.shape[-1]), b.dtype):
+            continue
+        in_copies = sum(_mentions(stmt, b) for _, stmt in copies)
+        if in_copies and in_copies == _mentions(body, b):
+            out.add(k)
+    return out
+
+
+def _mentions(node, buf) -> int:
+    """How many times ``node`` names ``buf`` (allocations aside)."""
+    n, k = 0, key(buf)
+
+    def on_var(v):
+        nonlocal n
+        if key(v) == k:
+            n += 1
+
+    def on_alloc(a):  # the allocation itself is not a use
+        return tvm_ffi.WalkResult.SKIP
+
+    tvm_ffi.structural_walk(node, [(tirx.AllocBuffer, on_alloc), (tvm.ir.Var, on_var)],
+                            order="pre")
+    return n
 
 
 def _thread_spans(buf, col: _Collect) -> list[int | None]:

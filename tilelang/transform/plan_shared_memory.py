@@ -27,6 +27,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
+from ..device.thread_group import CONSUMER_BODY_ATTR, BarrierIds, ThreadGroup, group_of
 from ..ir_utils import (find_all, kernels_of, launch_chain, map_nodes, relaunch, seq,
                         StmtMutator)
 from .passes import function_pass, target_of
@@ -70,31 +71,13 @@ def tile_bytes(buf) -> int:
     return int(np.prod([int(x) for x in buf.shape])) * max(1, tvm.DataType(buf.dtype).bits // 8)
 
 
-def footprint(body) -> int:
-    """An upper estimate of the shared memory ``body``'s tiles take once planned (each tile
-    rounded up to the 1024-byte alignment a swizzled tile may need)."""
-    total = 0
-
-    def on_alloc(a):
-        nonlocal total
-        if a.buffer.scope() in SHARED:
-            total += (tile_bytes(a.buffer) + 1023) // 1024 * 1024
-
-    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, on_alloc))
-    return total
-
-
-def staged_footprint(body, staged) -> int:
-    """:func:`footprint` with each ``(tile, copies)`` of ``staged`` held ``copies`` times."""
-    return footprint(body) + sum((n - 1) * tile_bytes(b) for b, n in staged)
-
-
-def staged_peak(body, staged) -> int:
+def staged_peak(body, staged, live_from_start=frozenset()) -> int:
     """An estimate of the arena the kernels of ``body`` need once planned with reuse: each
     tile (``staged`` ones ``copies`` times, rounded up to 1024 bytes) placed as the planner
-    places it, by the live ranges of its kernel's top-level statements.  Unlike
-    :func:`staged_footprint` it lets tiles of disjoint lifetimes share bytes, so it suits
-    code that stays in program order (not the concurrent roles of warp specialization)."""
+    places it, by the live ranges of its kernel's top-level statements, so that tiles of
+    disjoint lifetimes share bytes.  The tiles
+    keyed in ``live_from_start`` are live from the kernel's first statement (a warp
+    specialization's producer, which may run ahead of the code before its loop)."""
     copies = {_key(b): n for b, n in staged}
     need = 0
     for kernel in kernels_of(body) or [body]:
@@ -111,6 +94,8 @@ def staged_peak(body, staged) -> int:
             span = live.ranges.get(_key(a.buffer))
             if span is None:
                 continue
+            if _key(a.buffer) in live_from_start:
+                span = LiveRange(0, span.last)
             size = (tile_bytes(a.buffer) * copies.get(_key(a.buffer), 1) + 1023) // 1024 * 1024
             offset = _first_fit(placed, span, size, 1024)
             placed.append(_Placed(_key(a.buffer), span, offset, offset + size))
@@ -186,8 +171,13 @@ def _plan_kernel(body, target, threads: int):
     _check_viewed(col.views, col.allocs)
     pool = tirx.decl_buffer([0], "uint8", "smem", scope="shared.dyn")
     units = kernel_units(body)
+    consumer = _ConsumerBody.find(units)
+    if consumer is not None:  # its statements are units of their own
+        i = consumer.span.first
+        units = units[:i] + consumer.units + units[i + 1:]
     live = Liveness(units, {_key(a.buffer): a.buffer for a in col.allocs}, threads,
-                    {k: _key(t) for k, (_, t) in col.views.items()})
+                    {k: _key(t) for k, (_, t) in col.views.items()},
+                    consumer.span if consumer is not None else None)
     views, placed, decls = {}, [], []
     for a in col.allocs:
         b = a.buffer
@@ -237,7 +227,7 @@ def _plan_kernel(body, target, threads: int):
         raise LoweringError(f"the kernel needs {total} bytes of shared memory ({sizes}), more "
                             f"than the {limit} bytes allowed for {source}; use smaller tiles "
                             "or fewer stages")
-    body = seq(_with_reuse_barriers(units, live, placed, threads))
+    body = seq(_with_reuse_barriers(units, live, placed, threads, consumer))
 
     def on_load(x):
         hit = views.get(_key(x.source))
@@ -302,31 +292,94 @@ def _first_fit(placed: list, span: LiveRange, nbytes: int, align: int) -> int:
     return offset
 
 
-def _with_reuse_barriers(units: list, live: Liveness, placed: list, threads: int) -> list:
-    """``units`` with a block barrier wherever a tile takes over bytes of a tile whose lifetime
+class _ConsumerBody:
+    """The body of a warp-specialized kernel's consumer region (``CONSUMER_BODY_ATTR``),
+    whose statements the planner takes as units of the kernel: its tiles' live ranges follow
+    the consumers' program order, and a reuse inside it is ordered by the consumers' own
+    barrier."""
+
+    def __init__(self, index: int, region: tirx.AttrStmt, units: list):
+        self.region, self.units = region, units
+        self.group = group_of(region)
+        self.span = LiveRange(index, index + len(units) - 1)
+
+    @staticmethod
+    def find(units: list) -> "_ConsumerBody | None":
+        for i, u in enumerate(units):
+            cond = u.body if group_of(u) is not None else None
+            inner = cond.then_case if isinstance(cond, tirx.IfThenElse) and \
+                cond.else_case is None else None
+            if isinstance(inner, tirx.AttrStmt) and inner.attr_key == CONSUMER_BODY_ATTR:
+                return _ConsumerBody(i, u, kernel_units(inner.body))
+        return None
+
+    def inside(self, j: int) -> bool:
+        return self.span.first <= j <= self.span.last
+
+    def region_of(self, stmts: list) -> tirx.Stmt:
+        """The region with ``stmts`` as its body."""
+        cond = self.region.body
+        attr = cond.then_case
+        return tirx.AttrStmt(self.region.node, self.region.attr_key, self.region.value,
+                             tirx.IfThenElse(cond.condition, tirx.AttrStmt(
+                                 attr.node, attr.attr_key, attr.value, seq(stmts)), None))
+
+
+def _with_reuse_barriers(units: list, live: Liveness, placed: list, threads: int,
+                         consumer: "_ConsumerBody | None" = None) -> list:
+    """``units`` with a barrier wherever a tile takes over bytes of a tile whose lifetime
     ended earlier: between the old tile's last unit and the new one's first, so that every
-    thread is done with the old contents before any thread writes the new.  When the new tile
-    is first written through the async proxy (TMA), a proxy fence precedes the barrier.
-    InjectThreadSync, which tracks each tile's own view, does not see this aliasing."""
-    gaps = []  # (lo, hi, async): a barrier before unit p, lo < p <= hi
+    thread is done with the old contents before any thread writes the new.  Inside a
+    warp-specialized consumer body (``consumer``, whose units are spliced into ``units``;
+    returned in its region again) a reuse with both lifetimes there gets the consumers'
+    barrier; one reaching into the body from before it gets a block barrier before the
+    region.  When the new tile is first written through the async proxy (TMA), a proxy fence
+    precedes the barrier.  InjectThreadSync, which tracks each tile's own view, does not see
+    this aliasing."""
+    def inner(j: int) -> bool:
+        return consumer is not None and consumer.inside(j)
+
+    def existing(j: int, group: bool) -> bool:
+        if group:
+            return live.barrier_threads_at(j) >= consumer.group.count
+        return live.block_barrier_at(j) and not inner(j)
+
+    gaps = []  # (lo, hi, consumers' barrier, async): a barrier before unit p, lo < p <= hi
     for i, p in enumerate(placed):
         for q in placed[:i]:
             if p.start >= q.end or q.start >= p.end:
                 continue
             old, new = (q, p) if q.span.last < p.span.first else (p, q)
-            gaps.append((old.span.last, new.span.first, live.first_access_is_async(new.key)))
-    points = {j: False for j in range(len(units)) if live.block_barrier_at(j)}  # p -> fenced
-    for lo, hi, fenced in sorted(gaps, key=lambda g: g[1]):
-        if any(lo < p <= hi and (f or not fenced) for p, f in points.items()):
+            lo, hi = old.span.last, new.span.first
+            group = inner(lo) and inner(hi)
+            if inner(hi) and not group:  # a block barrier, before the consumers' region
+                hi = consumer.span.first
+            gaps.append((lo, hi, group, live.first_access_is_async(new.key)))
+    points = {(j, g): False for j in range(len(units)) for g in (False, True)
+              if (not g or inner(j)) and existing(j, g)}  # (p, group) -> fenced
+    for lo, hi, group, fenced in sorted(gaps, key=lambda g: g[1]):
+        if any(lo < p <= hi and g == group and (f or not fenced)
+               for (p, g), f in points.items()):
             continue
-        points[hi] = points.get(hi, False) or fenced
-    out = []
+        points[(hi, group)] = points.get((hi, group), False) or fenced
+
+    def barrier(j: int, group: bool) -> list:
+        if (j, group) not in points or existing(j, group):
+            return []
+        bar = device.barrier(BarrierIds(ThreadGroup(0, threads)).of(consumer.group),
+                             consumer.group.count) if group else device.barrier(0, threads)
+        fence = [tirx.Evaluate(device.fence_proxy_async())] if points[(j, group)] else []
+        return fence + [tirx.Evaluate(bar)]
+
+    out, body = [], []
     for j, u in enumerate(units):
-        if j in points and not live.block_barrier_at(j):
-            if points[j]:
-                out.append(tirx.Evaluate(device.fence_proxy_async()))
-            out.append(tirx.Evaluate(device.barrier(0, threads)))
-        out.append(u)
+        out += barrier(j, False)
+        if not inner(j):
+            out.append(u)
+            continue
+        body += barrier(j, True) + [u]
+        if j == consumer.span.last:
+            out.append(consumer.region_of(body))
     return out
 
 

@@ -12,6 +12,12 @@ tile is live from the first unit that mentions it to the last, extended as follo
   that issues a load waits for it);  no such wait: the kernel's end;
 * mbarrier objects (tiles an op of the mbarrier mechanism addresses other than as data) and
   tiles touched inside a ``T.ws`` region (producer and consumer run at the same time) are
+  live for the whole kernel;
+* except in a warp-specialized kernel whose consumer body (``CONSUMER_BODY_ATTR``) the
+  planner gives as units of their own (``consumer``: their span): there a tile the producer
+  region touches is live from the consumers' first unit (the producer may run ahead) to the
+  consumers' last access of it, since the consumers wait for each of the producer's writes
+  before that access (see ``CONSUMER_BODY_ATTR``); a tile only the producer touches stays
   live for the whole kernel.
 
 A view of a tile (``T.view`` / ``T.reshape``, given as ``aliases``) is the tile's bytes: a
@@ -110,6 +116,7 @@ class _Unit:
     drains: set  # mechanisms with a full wait in the unit
     mbarrier_wait: bool
     barrier: bool  # the unit is a barrier of the whole block
+    barrier_threads: int = 0  # the threads the unit's barrier synchronizes (0: none)
 
 
 def _analyse(unit: tirx.Stmt, tiles: dict, block_threads: int) -> _Unit:
@@ -155,6 +162,7 @@ def _analyse(unit: tirx.Stmt, tiles: dict, block_threads: int) -> _Unit:
         if eff.sync is not None and eff.sync.barrier_arg is not None:
             bar, count = sm80.barrier_group(unit.value)
             u.barrier = bar == 0 or count >= block_threads
+            u.barrier_threads = block_threads if u.barrier else int(count)
     return u
 
 
@@ -163,21 +171,31 @@ class Liveness:
     ``aliases`` maps the key of each view of a tile to the tile's key."""
 
     def __init__(self, units: list, tiles: dict, block_threads: int,
-                 aliases: dict | None = None):
+                 aliases: dict | None = None, consumer: "LiveRange | None" = None):
         self.units = units
         names = {k: k for k in tiles}
         names.update({k: t for k, t in (aliases or {}).items() if t in tiles})
         self.info = [_analyse(s, names, block_threads) for s in units]
         n = len(units)
         self.ranges: dict[int, LiveRange] = {}
-        everywhere = set()
+        mbarriers, in_region = set(), set()
         for u in self.info:
-            everywhere |= u.mbarriers | u.in_region
+            mbarriers |= u.mbarriers
+            in_region |= u.in_region
         for k in tiles:
             hits = [i for i, u in enumerate(self.info) if k in u.touched]
             if not hits:
                 continue
-            if k in everywhere:
+            first = hits[0]
+            if k in in_region and consumer is not None and k not in mbarriers:
+                # handed by the producer region: live from the consumers' start
+                hits = [i for i in hits if k not in self.info[i].in_region]
+                if not any(consumer.first <= i <= consumer.last for i in hits):
+                    hits = []  # the consumers never wait for it: live throughout
+                first = min(hits[0], consumer.first) if hits else 0
+            elif k in in_region or k in mbarriers:
+                hits = []
+            if not hits:
                 self.ranges[k] = LiveRange(0, n - 1)
                 continue
             last = hits[-1]
@@ -185,7 +203,7 @@ class Liveness:
                 for mech, issued in self.info[i].issued.items():
                     if k in issued:
                         last = max(last, self._completion(i, mech))
-            self.ranges[k] = LiveRange(hits[0], last)
+            self.ranges[k] = LiveRange(first, last)
 
     def _completion(self, i: int, mech: Mechanism) -> int:
         """The unit by which an async op of ``mech`` issued in unit ``i`` is complete."""
@@ -219,3 +237,7 @@ class Liveness:
     def block_barrier_at(self, i: int) -> bool:
         """Whether unit ``i`` is a barrier of the whole block."""
         return self.info[i].barrier
+
+    def barrier_threads_at(self, i: int) -> int:
+        """How many threads unit ``i``'s barrier synchronizes (0: it is no barrier)."""
+        return self.info[i].barrier_threads

@@ -54,7 +54,7 @@ from tvm.tirx.buffer import is_buffer_var
 
 from ..device import registers
 from ..device.effects import device_op_of
-from ..device.thread_group import GROUP_ATTR, WARP_GROUP, ThreadGroup
+from ..device.thread_group import CONSUMER_BODY_ATTR, GROUP_ATTR, WARP_GROUP, ThreadGroup
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ops.copy import MBARRIER, tma_enabled
@@ -63,7 +63,7 @@ from .inject_pipeline import _Pipeline, _written_shared_buffers
 from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq, substitute
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
-from .plan_shared_memory import smem_limit, staged_footprint
+from .plan_shared_memory import smem_limit, staged_peak
 
 log = logging.getLogger("tilelang")
 
@@ -391,7 +391,10 @@ class _Kernels(StmtMutator):
                     for st in producer_stmts[_key(loop)]:
                         for b in _written_shared_buffers(st):
                             staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], n), b
-            need = staged_footprint(body, [(b, n) for n, b in staged.values()])
+            # the producer may run ahead from the consumers' start: its tiles are live from
+            # there; a tile only the consumers use after a loop may take the loop's ring bytes
+            need = staged_peak(body, [(b, n) for n, b in staged.values()],
+                               live_from_start={k for k in staged})
             if need > limit:
                 return off(f"the stage rings would need {need} bytes of shared memory, more "
                            f"than the {limit} allowed")
@@ -458,7 +461,9 @@ class _Kernels(StmtMutator):
             if c_regs is not None:
                 c_head = [tirx.Evaluate(registers.setmaxnreg(c_regs, True))]
             p_head = [tirx.Evaluate(registers.setmaxnreg(p_regs, False))]
-        cons = _region(consumers, tx, seq(c_head + [mark(rest, "consumer", chosen)]))
+        cons = _region(consumers, tx, tirx.AttrStmt(
+            tirx.const(0, "int32"), CONSUMER_BODY_ATTR, tirx.const(1, "int32"),
+            seq(c_head + [mark(rest, "consumer", chosen)])))
         prod = _region(producers, tx, seq(p_head + [_fresh_loop_vars(
             mark(producer, "producer", skel.loops))]))
         log.debug("warp specialization of %s: %d consumer threads, a producer warp group "

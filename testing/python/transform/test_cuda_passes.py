@@ -409,3 +409,42 @@ def test_a_serial_sum_over_a_distributed_fragment_points_to_the_reductions():
 
     with pytest.raises(LoweringError, match=r"across j .*thread-distributed fragment.*T.reduce_sum"):
         tilelang.lower(main, target="cuda -arch=sm_80")
+
+
+def _staged_epilogue(extra=None):
+    """A gemm whose result goes out through a shared tile (``extra`` touches the tile)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            C_s = T.alloc_shared((128, 128), "float16")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C_s)
+            if extra == "loop":
+                for i, j in T.Parallel(128, 128):
+                    C_s[i, j] = C_s[i, j] * T.float16(2)
+            if extra == "address":
+                T.evaluate(T.address_of(C_s[0, 0]))
+            T.copy(C_s, C)
+
+    return main
+
+
+def test_a_tile_staging_a_fragment_is_stored_swizzled():
+    # the fragment's rows land 8 at a time on one column: row-major 256-byte rows would put
+    # them on the same banks
+    a = allocs(through(_staged_epilogue(), LayoutInference))
+    assert "tl.swizzle" in a["C_s"].annotations
+
+
+@pytest.mark.parametrize("extra", ["loop", "address"])
+def test_a_staging_tile_touched_by_more_than_copies_keeps_rows(extra):
+    a = allocs(through(_staged_epilogue(extra), LayoutInference))
+    assert "tl.swizzle" not in a["C_s"].annotations
+    assert "tl.shared_layout" not in a["C_s"].annotations

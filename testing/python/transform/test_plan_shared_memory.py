@@ -246,12 +246,31 @@ def test_sm90a_tma_pipeline_without_specialization_reuses_the_ring_not_the_mbarr
     assert barriers_between(f, "A_s", "C_s")
 
 
-def test_warp_specialized_tiles_are_live_throughout():
-    # producer and consumer run at the same time: the consumer's C_s keeps its own bytes
+def test_warp_specialized_epilogue_takes_the_ring_bytes_after_the_consumers_barrier():
+    # the consumers wait for every load of the producer before their last use of the ring:
+    # past that use the ring is dead in both roles, and C_s (the consumers' alone) takes its
+    # bytes once every consumer is past it -- the consumers' named barrier, not the block's
+    # (the producer never reaches it)
     f = planned(_ws_epilogue(), SM90)
     assert 'T.attr(128, "tl.thread_group"' in f.script()
     p = placement(f)
-    assert not any(share(p, "C_s", t) for t in p if t != "C_s")
+    assert share(p, "C_s", "A_s") or share(p, "C_s", "B_s")
+    assert not share(p, "A_s", "B_s")  # both the producer's, live from the consumers' start
+    lines = f.script().splitlines()
+    producer = next(j for j, x in enumerate(lines) if '"tl.thread_group", 128)' in x)
+    last = max(i for i, ln in enumerate(lines[:producer]) if "A_s[" in ln)
+    store = next(i for i, ln in enumerate(lines) if i > last and re.match(r"\s*C_s\[", ln))
+    between = [ln.strip() for ln in lines[last:store] if "T.device_barrier(" in ln]
+    assert between == ["T.device_barrier(1, 128)"]
+
+
+def test_warp_specialized_tile_used_before_the_loop_keeps_its_bytes():
+    # the producer may run ahead from the consumers' first statement: Q_s (the consumers',
+    # before the loop) and the K ring never share
+    from test_warp_specialize import q_then_loop
+
+    p = placement(planned(q_then_loop(), SM90))
+    assert not share(p, "Q_s", "K_s")
 
 
 def _ws_epilogue(M=512, N=512, K=512, bM=128, bN=128, bK=64):
