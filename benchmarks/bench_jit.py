@@ -353,12 +353,13 @@ def main() -> None:
             continue
         # CUDA events resolve about 0.5 us, so one run's mean of a few-microsecond kernel
         # lands on one of two steps (4.4 or 4.9 us for the add on an H100), whichever timer
-        # runs: each timer runs ROUNDS times, alternating, and the means of the runs compare
+        # runs: each timer runs ROUNDS times, alternating, and the medians of the runs compare
+        # (a run the host stalled in lands far off either way)
         ours, theirs = [], []
         for _ in range(ROUNDS):
             ours.append(do_bench(fn, backend="event"))
             theirs.append(triton.testing.do_bench(fn))
-        ev, tr = statistics.fmean(ours), statistics.fmean(theirs)
+        ev, tr = statistics.median(ours), statistics.median(theirs)
         cg = do_bench(fn, backend="cudagraph")
         print(f"  {name}: tilelang event {ev:.4f} (runs {min(ours):.4f}-{max(ours):.4f}), "
               f"triton {tr:.4f} (runs {min(theirs):.4f}-{max(theirs):.4f}), event/triton "
