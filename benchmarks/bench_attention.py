@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples", "flash_attention"))
 import example_gqa_fwd_bshd  # noqa: E402
 import example_mha_fwd  # noqa: E402
 import example_mha_fwd_bhsd  # noqa: E402
-from common import bench_ms, print_table, write_json  # noqa: E402
+from common import interleaved_ms, print_table, write_json  # noqa: E402
 
 import tilelang  # noqa: E402
 
@@ -181,7 +181,9 @@ def triton_attention():
     return run
 
 
-def bench_case(case: Case, shape: Shape, causal: bool, tri) -> dict:
+def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3) -> dict:
+    """One row: every configuration, the SDPA backends and Triton timed in interleaved
+    ``rounds`` (each contender's median)."""
     mod = EXAMPLES[case.layout]
     q, k, v = inputs(case, shape)
     flops = 4 * shape.B * shape.H * shape.S * shape.S * case.dim * (0.5 if causal else 1.0)
@@ -189,7 +191,7 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri) -> dict:
     ref = mod.reference(q, k, v, causal) if shape.S <= 4096 else None
     tol = mod.TOLERANCE[case.dtype]
     row = {"case": case.name, "causal": causal, "config": None, "ours": None}
-    best = None
+    contenders, errs = {}, {}
     for cfg in CONFIGS:
         try:
             kern = tilelang.compile(program(case, shape, causal, cfg), out_idx=[3], target="cuda")
@@ -203,21 +205,14 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri) -> dict:
             if not torch.allclose(out.float(), ref.float(), rtol=tol, atol=tol):  # NaN too
                 print(f"{case.name} causal={causal} config {cfg}: WRONG, max error {err}")
                 continue
-        ms = bench_ms(lambda: kern(q, k, v))
-        if best is None or ms < best[1]:
-            best = (cfg, ms, err)
-    if best is not None:
-        cfg, ms, err = best
-        row.update(config="x".join(map(str, cfg)), ours=tf(ms), max_err=err)
+        contenders[cfg], errs[cfg] = (lambda kern=kern: kern(q, k, v)), err
     qs, ks, vs = (to_bhsd(case, x) for x in (q, k, v))
     notes = []
     for name in ("cudnn", "flash"):
         try:
             fn, note = sdpa(name, qs, ks, vs, causal)
-            t = bench_ms(fn)
-            row[name] = tf(t)
-            if best is not None:
-                row[f"ours/{name}"] = t / best[1]
+            fn()
+            contenders[name] = fn
             notes += [note] if note else []
         except Exception as e:  # a backend may not support the shape or dtype
             print(f"{case.name} sdpa {name}: {type(e).__name__}: {str(e)[:100]}")
@@ -227,11 +222,19 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri) -> dict:
             if ref is not None and not torch.allclose(out.float(), ref.float(), rtol=tol,
                                                       atol=tol):
                 raise ValueError(f"WRONG, max error {(out.float() - ref.float()).abs().max()}")
-            row["triton"] = tf(bench_ms(lambda: tri(q, k, v, causal, case.layout)))
-            if best is not None:
-                row["ours/triton"] = row["ours"] / row["triton"]
+            contenders["triton"] = lambda: tri(q, k, v, causal, case.layout)
         except Exception as e:
             print(f"{case.name} triton: {type(e).__name__}: {str(e)[:200]}")
+    ms, _ = interleaved_ms(contenders, rounds)
+    ours = [c for c in errs]
+    if ours:
+        cfg = min(ours, key=lambda c: ms[c])
+        row.update(config="x".join(map(str, cfg)), ours=tf(ms[cfg]), max_err=errs[cfg])
+    for name in ("cudnn", "flash", "triton"):
+        if name in ms:
+            row[name] = tf(ms[name])
+            if ours:
+                row[f"ours/{name}"] = ms[name] / ms[cfg]
     row["note"] = "; ".join(notes) or None
     return row
 
@@ -256,6 +259,8 @@ def main(argv=None):
     p.add_argument("--heads", type=int, default=16, help="query heads")
     p.add_argument("--kv-heads", type=int, default=4, help="K/V heads of the GQA cases")
     p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timing rounds: each round times every contender once, in turn")
     args = p.parse_args(argv)
     cases = select(args.cases)
     if args.list:
@@ -268,7 +273,7 @@ def main(argv=None):
     for case in cases:
         for causal in causals:
             t0 = time.time()
-            rows.append(bench_case(case, shape, causal, tri))
+            rows.append(bench_case(case, shape, causal, tri, args.rounds))
             print(f"{case.name} causal={causal}: {time.time() - t0:.0f} s", flush=True)
             torch.cuda.empty_cache()
     write_json(rows, "bench_attention.json")
