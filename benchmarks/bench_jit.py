@@ -230,6 +230,13 @@ def run_child(what: str, env: dict | None = None) -> dict:
 # in-process measurements
 
 
+def middle_mean(runs: list[float]) -> float:
+    """The mean of ``runs`` without the fifth of them at each end."""
+    cut = len(runs) // 5
+    kept = sorted(runs)[cut:len(runs) - cut]
+    return statistics.fmean(kept)
+
+
 def per_call_us(fn, args, sync, n: int = 2000, rounds: int = 15) -> float:
     """The least, over rounds, wall time per call of ``n`` back-to-back calls (us): the least
     is the figure other processes on the machine disturb least."""
@@ -353,8 +360,8 @@ def main() -> None:
             continue
         # CUDA events resolve about 0.5 us, so one run's mean of a few-microsecond kernel
         # lands on one of two steps (4.4 or 4.9 us for the add on an H100), whichever timer
-        # runs: each timer runs ROUNDS times, alternating, and the medians of the runs compare
-        # (a run the host stalled in lands far off either way)
+        # runs: each timer runs ROUNDS times, alternating, and the means of the middle runs
+        # compare (the median would pick one step; a run the host stalled in lands far off)
         ours, theirs = [], []
         for r in range(ROUNDS):  # who goes first alternates too
             for mine in ((True, False) if r % 2 == 0 else (False, True)):
@@ -362,11 +369,11 @@ def main() -> None:
                     ours.append(do_bench(fn, backend="event"))
                 else:
                     theirs.append(triton.testing.do_bench(fn))
-        ev, tr = statistics.median(ours), statistics.median(theirs)
+        ev, tr = middle_mean(ours), middle_mean(theirs)
         cg = do_bench(fn, backend="cudagraph")
         print(f"  {name}: tilelang event {ev:.4f} (runs {min(ours):.4f}-{max(ours):.4f}), "
               f"triton {tr:.4f} (runs {min(theirs):.4f}-{max(theirs):.4f}), event/triton "
-              f"{ev / tr:.3f} over {ROUNDS} runs each; tilelang cudagraph {cg:.4f}")
+              f"{ev / tr:.3f} over the middle of {ROUNDS} runs each; tilelang cudagraph {cg:.4f}")
         table.append((f"do_bench {name}: ours / triton", f"{ev / tr:.3f}", "within 5%"))
 
     # summary ---------------------------------------------------------------------------
