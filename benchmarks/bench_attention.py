@@ -226,7 +226,7 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3) -> 
         except Exception as e:
             print(f"{case.name} triton: {type(e).__name__}: {str(e)[:200]}")
     ms, _ = interleaved_ms(contenders, rounds)
-    ours = [c for c in errs]
+    ours = list(errs)
     if ours:
         cfg = min(ours, key=lambda c: ms[c])
         row.update(config="x".join(map(str, cfg)), ours=tf(ms[cfg]), max_err=errs[cfg])

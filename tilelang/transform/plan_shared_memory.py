@@ -75,9 +75,9 @@ def staged_peak(body, staged, live_from_start=frozenset()) -> int:
     """An estimate of the arena the kernels of ``body`` need once planned with reuse: each
     tile (``staged`` ones ``copies`` times, rounded up to 1024 bytes) placed as the planner
     places it, by the live ranges of its kernel's top-level statements, so that tiles of
-    disjoint lifetimes share bytes.  The tiles
-    keyed in ``live_from_start`` are live from the kernel's first statement (a warp
-    specialization's producer, which may run ahead of the code before its loop)."""
+    disjoint lifetimes share bytes.  The tiles keyed in ``live_from_start`` are live from the
+    kernel's first statement (a warp specialization's producer, which may run ahead of the
+    code before its loop)."""
     copies = {_key(b): n for b, n in staged}
     need = 0
     for kernel in kernels_of(body) or [body]:

@@ -115,12 +115,11 @@ class _Unit:
     drained_after_issue: set  # mechanisms whose last event in the unit is a full wait
     drains: set  # mechanisms with a full wait in the unit
     mbarrier_wait: bool
-    barrier: bool  # the unit is a barrier of the whole block
     barrier_threads: int = 0  # the threads the unit's barrier synchronizes (0: none)
 
 
 def _analyse(unit: tirx.Stmt, tiles: dict, block_threads: int) -> _Unit:
-    u = _Unit(set(_mentioned(unit, tiles)), set(), set(), {}, set(), set(), set(), False, False)
+    u = _Unit(set(_mentioned(unit, tiles)), set(), set(), {}, set(), set(), set(), False)
     last_event: dict = {}  # mechanism -> "issue" | "drain" | "wait"
 
     def on_call(c):
@@ -161,8 +160,7 @@ def _analyse(unit: tirx.Stmt, tiles: dict, block_threads: int) -> _Unit:
         eff = effect_of(unit)
         if eff.sync is not None and eff.sync.barrier_arg is not None:
             bar, count = sm80.barrier_group(unit.value)
-            u.barrier = bar == 0 or count >= block_threads
-            u.barrier_threads = block_threads if u.barrier else int(count)
+            u.barrier_threads = block_threads if bar == 0 else min(int(count), block_threads)
     return u
 
 
@@ -172,7 +170,7 @@ class Liveness:
 
     def __init__(self, units: list, tiles: dict, block_threads: int,
                  aliases: dict | None = None, consumer: "LiveRange | None" = None):
-        self.units = units
+        self.units, self.block_threads = units, block_threads
         names = {k: k for k in tiles}
         names.update({k: t for k, t in (aliases or {}).items() if t in tiles})
         self.info = [_analyse(s, names, block_threads) for s in units]
@@ -236,7 +234,7 @@ class Liveness:
 
     def block_barrier_at(self, i: int) -> bool:
         """Whether unit ``i`` is a barrier of the whole block."""
-        return self.info[i].barrier
+        return self.info[i].barrier_threads >= self.block_threads
 
     def barrier_threads_at(self, i: int) -> int:
         """How many threads unit ``i``'s barrier synchronizes (0: it is no barrier)."""

@@ -394,7 +394,7 @@ class _Kernels(StmtMutator):
             # the producer may run ahead from the consumers' start: its tiles are live from
             # there; a tile only the consumers use after a loop may take the loop's ring bytes
             need = staged_peak(body, [(b, n) for n, b in staged.values()],
-                               live_from_start={k for k in staged})
+                               live_from_start=set(staged))
             if need > limit:
                 return off(f"the stage rings would need {need} bytes of shared memory, more "
                            f"than the {limit} allowed")
