@@ -36,7 +36,8 @@ from common import interleaved_ms, print_table, write_json  # noqa: E402
 import tilelang  # noqa: E402
 
 # (block_M, block_N, num_stages, threads)
-CONFIGS = [(64, 64, 2, 128), (128, 64, 2, 256), (128, 128, 2, 256), (64, 128, 2, 128)]
+CONFIGS = [(64, 64, 2, 128), (128, 64, 2, 256), (128, 128, 2, 256), (128, 128, 3, 256),
+           (64, 128, 2, 128)]
 
 EXAMPLES = {"bshd": example_mha_fwd, "bhsd": example_mha_fwd_bhsd, "gqa": example_gqa_fwd_bshd}
 SHORT = {"float16": "fp16", "bfloat16": "bf16"}

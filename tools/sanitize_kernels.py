@@ -1,6 +1,7 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
 without specialization, sm80 path, an epilogue through shared memory reusing the stage ring),
-the attention forward and the two-thread-group hand-off
+the attention forward (one consumer warp group, and two taking turns at their first gemm:
+``PingPongConsumers``) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
@@ -57,6 +58,12 @@ def main():
     attn = tilelang.compile(fa.flashattn(1, 2, 200, 64, True, num_stages=2), out_idx=[3])
     q, k, v = (torch.randn(1, 200, 2, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     o = attn(q, k, v)
+    # two consumer warp groups that take turns; 400 keys: 4 iterations of a 3-stage ring
+    turns = tilelang.compile(fa.flashattn(1, 2, 400, 64, True, block_M=128, block_N=128,
+                                          num_stages=3, threads=256), out_idx=[3])
+    tq, tk, tv = (torch.randn(1, 400, 2, 64, device="cuda", dtype=torch.float16)
+                  for _ in range(3))
+    o_turns = turns(tq, tk, tv)
     from test_cuda_thread_groups import hand_off
 
     groups = tilelang.compile(hand_off(512, rounds=3), target="cuda")
@@ -72,9 +79,11 @@ def main():
             float((c_staged.float() - (a.float() @ b.float())).abs().max()),
             float((c_pers - (a.float() @ pb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
+            float((o_turns.float() - fa.reference(tq, tk, tv, True).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
-          "shared-epilogue gemm, persistent gemm, attention, thread groups):", errs)
+          "shared-epilogue gemm, persistent gemm, attention, attention with turns, "
+          "thread groups):", errs)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
     SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> LowerKernelLaunch ->
+    LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> LowerKernelLaunch ->
     CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
 
@@ -21,10 +21,10 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (affine_sizes, bool_vectors, check_bounds, debug_barriers, float8_casts,
-                         legal_loops, narrow_float_arith, pass_config, round_storage,
-                         safe_global_access, safe_values, scalar_bindings, subbyte_access,
-                         vector_casts, warp_specialize)
+from ..transform import (affine_sizes, bool_vectors, check_bounds, consumer_pingpong,
+                         debug_barriers, float8_casts, legal_loops, narrow_float_arith,
+                         pass_config, round_storage, safe_global_access, safe_values,
+                         scalar_bindings, subbyte_access, vector_casts, warp_specialize)
 
 NAME = "tilelang"
 
@@ -56,6 +56,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         debug_barriers.DebugBarriers(),
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),
+        consumer_pingpong.PingPongConsumers(),
         tl_transform.LowerKernelLaunch(),
         check_bounds.CheckBounds(),
         safe_global_access.GuardGlobalAccesses(),

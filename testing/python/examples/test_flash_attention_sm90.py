@@ -18,7 +18,7 @@ from gpus import has_sm90
 SM90 = "cuda -arch=sm_90a"
 FLASH_ATTENTION = os.path.join(EXAMPLES, "flash_attention")
 # The benchmark's largest block configuration: block_M, block_N, num_stages, threads.
-BLOCKS = dict(block_M=128, block_N=128, num_stages=2, threads=256)
+BLOCKS = dict(block_M=128, block_N=128, num_stages=3, threads=256)
 
 
 def program(name: str, causal: bool, dim: int, dtype: str, batch=8, heads=16, seq_len=4096):
@@ -70,7 +70,7 @@ def test_flash_attention_sm90a_matches_torch(name, dim, dtype, causal):
             "import torch, tilelang\n"
             f"from {name[:-3]} import flashattn, reference, TOLERANCE\n"
             f"k = tilelang.compile(flashattn(2, 8, 1000, {dim}, {causal}, "
-            f"{'groups=4, ' if gqa else ''}block_M=128, block_N=128, num_stages=2, "
+            f"{'groups=4, ' if gqa else ''}block_M=128, block_N=128, num_stages=3, "
             f"threads=256, dtype={dtype!r}), out_idx=[3], target={SM90!r})\n"
             "assert '__launch_bounds__(384)' in k.get_kernel_source()\n"
             f"q = torch.randn({q_shape}, device='cuda', dtype=torch.{dtype})\n"
