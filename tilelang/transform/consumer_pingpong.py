@@ -8,13 +8,14 @@ at least two wgmma groups (attention: ``S = Q K^T``, the softmax on registers, `
 and in which no barrier of any thread group lies, gets *turn barriers* (named barriers over
 two warp groups, ``T_i``, one per consumer warp group):
 
-* before the loop, warp group ``W - 1`` arrives on ``T_0`` (warp group 0 takes the first turn);
+* before the loop (when it runs at all), warp group ``W - 1`` arrives on ``T_0``: warp group 0
+  takes the first turn;
 * in each iteration, warp group ``i`` waits on ``T_i`` (``barrier.sync``) just before the first
   wgmma of the iteration's first group and, once that group is committed, arrives on
   ``T_{(i+1) mod W}`` (``barrier.arrive``): the groups issue their first gemm in a fixed
   rotation, so one group's softmax runs while the next group's gemm has the tensor cores;
-* after the loop, warp group 0 waits on ``T_0`` once more, taking the last group's final
-  arrival, so that every barrier ends balanced (also for a loop that runs no iteration).
+* warp group ``W - 1`` does not pass the turn in the last iteration (nobody takes it), so that
+  every barrier ends balanced: each ``T_i`` gets as many arrivals as waits.
 
 A turn holds only wgmma issues and their commit (no wait of any kind), and the groups run the
 same loop (its bounds and the conditions around it do not depend on the thread index), so a
@@ -103,19 +104,19 @@ class _Turns(StmtMutator):
         w = len(self.ids)
         mine = tirx.const(self.ids[0], "int32") - self.group  # T_i
         nxt = tirx.const(self.ids[0], "int32") - tirx.floormod(self.group + 1, w)  # T_{i+1}
+        last = w - 1  # the warp group that gives warp group 0 its turns
         wait = tirx.Evaluate(call(SYNC_PARTIAL, mine, PAIR))
-        signal = tirx.Evaluate(call(NAMED_BARRIER_ARRIVE, nxt, PAIR))
+        passes = tirx.Or(s.loop_var < s.min + s.extent - 1, self.group != last)
+        signal = tirx.IfThenElse(passes, tirx.Evaluate(call(NAMED_BARRIER_ARRIVE, nxt, PAIR)),
+                                 None)
         body = seq(stmts[:first] + [wait] + stmts[first:commit + 1] + [signal] +
                    stmts[commit + 1:])
         loop = tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                         s.annotations, s.step, span=s.span)
-        t0 = tirx.const(self.ids[0], "int32")
-        first_turn = tirx.IfThenElse(self.group == w - 1, tirx.Evaluate(
-            call(NAMED_BARRIER_ARRIVE, t0, PAIR)), None)
-        last_arrival = tirx.IfThenElse(self.group == 0, tirx.Evaluate(
-            call(SYNC_PARTIAL, t0, PAIR)), None)
+        first_turn = tirx.IfThenElse(tirx.And(self.group == last, s.extent > 0), tirx.Evaluate(
+            call(NAMED_BARRIER_ARRIVE, tirx.const(self.ids[0], "int32"), PAIR)), None)
         self.count += 1
-        return seq([first_turn, loop, last_arrival])
+        return seq([first_turn, loop])
 
 
 class _ConsumerBodies(StmtMutator):

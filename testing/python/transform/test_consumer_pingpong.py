@@ -1,7 +1,7 @@
 """PingPongConsumers at pass level: the consumer warp groups of a warp-specialized attention
 loop take turns issuing their first gemm, through named barriers whose use is balanced and
 cannot deadlock for any trip count (checked by running the turn protocol of the lowered IR on
-a model of PTX named barriers); loops with one gemm, one consumer group or a barrier inside get
+a model of PTX named barriers, for every query block of a dynamic sequence length); loops with one gemm, one consumer group or a barrier inside get
 no turns.  The GPU runs of these kernels are in testing/python/cuda/test_cuda_ws_attention.py."""
 
 import os
@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.sym import Analyzer
 
@@ -39,27 +40,28 @@ def consumer_body(func):
     return attr.body
 
 
-def thread_var(func):
-    (a,) = find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent" and
-                    a.node.thread_tag == "threadIdx.x")
-    return a.node.var
-
-
 def turn_calls(node):
     return find_all(node, tvm.ir.Call, lambda c: device_op_of(c) in (
         SYNC_PARTIAL, SYNC_NAMED, NAMED_BARRIER_ARRIVE) and int(c.args[1]) == PAIR)
 
 
 # --- running the turn protocol ------------------------------------------------------------
-def events(body, tx, group: int, trips: int) -> list:
-    """The turn-barrier operations warp group ``group`` performs, in order, when every loop
-    holding one runs ``trips`` iterations: ("sync" | "arrive", barrier id)."""
+def events(body, values: dict) -> list:
+    """The turn-barrier operations one thread performs, in order: ("sync" | "arrive", barrier
+    id), with ``values`` giving the variables by name (the thread index ``tx``, block indices,
+    size variables); loops run their trip count, each iteration with its own loop variable."""
     ana = Analyzer()
-    env = {tx: tirx.const(group * 128, "int32")}
+    env = {}
+
+    def on_var(v):
+        if v.name in values:
+            env[v] = tirx.const(values[v.name], v.dtype)
+
+    tvm_ffi.structural_walk(body, (tvm.ir.Var, on_var))
 
     def value(e) -> int:
         v = ana.simplify(substitute(e, env))
-        assert isinstance(v, tirx.IntImm), f"{e} does not depend on the warp group alone"
+        assert isinstance(v, tirx.IntImm), f"{e} is not known from {sorted(values)}"
         return int(v)
 
     out = []
@@ -71,7 +73,9 @@ def events(body, tx, group: int, trips: int) -> list:
             for x in s.seq:
                 run(x)
         elif isinstance(s, tirx.For):
-            for _ in range(trips):
+            lo = value(s.min)
+            for i in range(value(s.extent)):
+                env[s.loop_var] = tirx.const(lo + i, s.loop_var.dtype)
                 run(s.body)
         elif isinstance(s, tirx.IfThenElse):
             if value(s.condition):
@@ -125,9 +129,9 @@ def run_turns(programs: list) -> None:
 
 
 # --- tests -------------------------------------------------------------------------------
-def attention(causal=False, block_M=128, threads=256, stages=3):
-    return flashattn(2, 4, 1024, 128, causal, block_M=block_M, block_N=128,
-                     num_stages=stages, threads=threads)
+def attention(causal=False, block_M=128, threads=256, stages=3, S=1024):
+    return flashattn(2, 4, S, 128, causal, block_M=block_M, block_N=128, num_stages=stages,
+                     threads=threads)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -138,30 +142,39 @@ def test_attention_groups_take_turns_at_the_first_gemm(causal):
     stmts = list(loop.body.seq)
     ops = [device_op_of(s) for s in stmts]
     names = [d.name if d is not None else None for d in ops]
-    wait, signal = names.index("tl.device.sync_threads_partial"), \
-        names.index("tl.device.named_barrier_arrive")
+    wait = names.index("tl.device.sync_threads_partial")
+    (signal,) = [i for i, x in enumerate(stmts) if isinstance(x, tirx.IfThenElse) and
+                 turn_calls(x)]
     first_mma, first_commit = names.index("tl.device.wgmma_ss"), \
         names.index("tl.device.wgmma_commit")
     # the turn holds exactly the first group's wgmmas and its commit
     assert wait == first_mma - 1 and signal == first_commit + 1
     assert set(names[wait + 1:first_commit]) == {"tl.device.wgmma_ss"}
     assert names.count("tl.device.wgmma_commit") == 2  # the P V group is not in a turn
-    # warp group i waits on 15 - i and passes the turn to 15 - (i + 1) % 2
-    tx = thread_var(f)
-    assert [e for e in events(loop.body, tx, 0, 1)] == [("sync", 15), ("arrive", 14)]
-    assert [e for e in events(loop.body, tx, 1, 1)] == [("sync", 14), ("arrive", 15)]
+    # warp group i waits on 15 - i and passes the turn to 15 - (i + 1) % 2; in the last
+    # iteration (8 for 1024 keys) warp group 1 keeps it
+    at = dict(k=0, bx=7, by=0, bz=0)
+    assert events(loop.body, dict(at, tx=0)) == [("sync", 15), ("arrive", 14)]
+    assert events(loop.body, dict(at, tx=128)) == [("sync", 14), ("arrive", 15)]
+    assert events(loop.body, dict(at, tx=128, k=7)) == [("sync", 14)]
 
 
-@pytest.mark.parametrize("trips", [0, 1, 2, 5])
+@pytest.mark.parametrize("seq_len", [0, 100, 256, 640])
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("groups", [2, 3])
-def test_turns_are_balanced_and_never_deadlock(groups, trips):
-    f = lowered(attention(block_M=64 * groups, threads=128 * groups, stages=2))
-    body, tx = consumer_body(f), thread_var(f)
-    programs = [events(body, tx, g, trips) for g in range(groups)]
+def test_turns_are_balanced_and_never_deadlock(groups, causal, seq_len):
+    """A dynamic sequence length: 0, 1, 2 and 5 key tiles (causal: 1 .. 5 for the query block
+    at bx), for every query block."""
+    S = T.dynamic("S")
+    f = lowered(attention(causal, block_M=64 * groups, threads=128 * groups, stages=2, S=S))
+    body = consumer_body(f)
     ids = turn_barriers(ThreadGroup(0, 128 * (groups + 1)), groups)
-    # with no iteration only the first turn is given and taken back
-    assert {b for p in programs for _, b in p} == (set(ids) if trips else {ids[0]})
-    run_turns(programs)
+    for bx in range(max(1, -(-seq_len // (64 * groups)))):
+        at = dict(S=seq_len, bx=bx, by=0, bz=0)
+        programs = [events(body, dict(at, tx=128 * g)) for g in range(groups)]
+        used = {b for p in programs for _, b in p}
+        assert used == (set(ids) if seq_len else set())
+        run_turns(programs)
 
 
 def test_the_model_catches_an_unbalanced_protocol():
@@ -173,6 +186,7 @@ def test_the_model_catches_an_unbalanced_protocol():
         run_turns([[("arrive", 15), ("arrive", 15)], [("sync", 14), ("sync", 15)]])
     with pytest.raises(AssertionError, match="left over"):
         run_turns([[("arrive", 15)], []])
+    run_turns([[("sync", 15), ("arrive", 14)], [("arrive", 15), ("sync", 14)]])
 
 
 def test_a_gemm_loop_with_one_group_gets_no_turns():
