@@ -154,6 +154,18 @@ def launch_chain(stmt: tirx.Stmt) -> tuple[list, tirx.Stmt]:
     return chain, body
 
 
+def thread_extent(kernel: tirx.Stmt) -> tuple:
+    """The ``threadIdx.x`` variable of ``kernel`` and its extent, else ``(None, None)``."""
+    out = []
+
+    def on_attr(a):
+        if a.attr_key == "thread_extent" and a.node.thread_tag == "threadIdx.x":
+            out.append((a.node.var, a.value))
+
+    tvm_ffi.structural_walk(kernel, (tirx.AttrStmt, on_attr))
+    return out[0] if out else (None, None)
+
+
 def relaunch(chain: list, body: tirx.Stmt) -> tirx.Stmt:
     """``body`` under the launch attributes ``chain`` (as :func:`launch_chain` returned them)."""
     for a in reversed(chain):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tvm import tirx
+
 from ..errors import LoweringError
 
 WARP_GROUP = 128  # threads of a warp group (4 warps)
@@ -131,3 +133,22 @@ def group_of(attr) -> ThreadGroup | None:
     if getattr(attr, "attr_key", None) != GROUP_ATTR:
         return None
     return ThreadGroup(int(attr.value), int(attr.node))
+
+
+def consumer_body_of(region):
+    """The ``CONSUMER_BODY_ATTR`` statement a thread-group region holds (a warp-specialized
+    kernel's consumers: ``if cond: AttrStmt(CONSUMER_BODY_ATTR, body)``), else ``None``."""
+    cond = region.body if group_of(region) is not None else None
+    if not isinstance(cond, tirx.IfThenElse) or cond.else_case is not None:
+        return None
+    inner = cond.then_case
+    return inner if isinstance(inner, tirx.AttrStmt) and \
+        inner.attr_key == CONSUMER_BODY_ATTR else None
+
+
+def with_consumer_body(region, body):
+    """The consumer region ``region`` (see :func:`consumer_body_of`) with ``body`` as the
+    consumers' body."""
+    cond, attr = region.body, region.body.then_case
+    return tirx.AttrStmt(region.node, region.attr_key, region.value, tirx.IfThenElse(
+        cond.condition, tirx.AttrStmt(attr.node, attr.attr_key, attr.value, body), None))

@@ -34,14 +34,17 @@ from tvm import tirx
 
 from ..device.effects import Mechanism, call, device_op_of, effect_of, synchronizes
 from ..device.sync import NAMED_BARRIER_ARRIVE, SYNC_NAMED, SYNC_PARTIAL
-from ..device.thread_group import CONSUMER_BODY_ATTR, WARP_GROUP, BarrierIds, ThreadGroup, \
-    barrier_unit, group_of
+from ..device.thread_group import WARP_GROUP, BarrierIds, ThreadGroup, barrier_unit, \
+    consumer_body_of, group_of, with_consumer_body
 from ..engine.target import is_cpu
-from ..ir_utils import StmtMutator, find_all, launch_chain, map_kernels, seq, uses_var
+from ..ir_utils import StmtMutator, find_all, map_kernels, seq, thread_extent, uses_var
 from .passes import function_pass, target_of
 
 log = logging.getLogger("tilelang")
 
+# the named-barrier ops a program or pass may write (the constant-id sync is counted by sync
+# insertion; the other two are not)
+NAMED_BARRIER_OPS = (SYNC_NAMED, SYNC_PARTIAL, NAMED_BARRIER_ARRIVE)
 PAIR = 2 * WARP_GROUP  # the threads of a turn barrier: the waiting group and the arriving one
 
 
@@ -77,8 +80,8 @@ def _first_turn(stmts: list) -> tuple[int, int] | None:
 def _barriers(node) -> list:
     """The barrier calls in ``node``: every op that makes threads wait for or signal others
     (the wgmma and mbarrier ops excepted: they wait on hardware, not on a thread group)."""
-    return find_all(node, tvm.ir.Call, lambda c: synchronizes(c) or device_op_of(c) in (
-        SYNC_PARTIAL, NAMED_BARRIER_ARRIVE))
+    return find_all(node, tvm.ir.Call,
+                    lambda c: synchronizes(c) or device_op_of(c) in NAMED_BARRIER_OPS)
 
 
 class _Turns(StmtMutator):
@@ -124,11 +127,10 @@ class _ConsumerBodies(StmtMutator):
         self.tx, self.block, self.taken, self.name = tx, block, taken, name
 
     def visit_AttrStmt(self, s):
-        g = group_of(s)
-        cond = s.body if g is not None else None
-        inner = cond.then_case if isinstance(cond, tirx.IfThenElse) else None
-        if not (isinstance(inner, tirx.AttrStmt) and inner.attr_key == CONSUMER_BODY_ATTR):
+        inner = consumer_body_of(s)
+        if inner is None:
             return self.generic(s)
+        g = group_of(s)
         groups = g.count // WARP_GROUP
         if g.offset != 0 or g.count % WARP_GROUP or groups < 2:
             return s
@@ -143,17 +145,14 @@ class _ConsumerBodies(StmtMutator):
             return s
         log.debug("consumer ping-pong in %s: %d warp groups take turns (barriers %s) in %d "
                   "loop(s)", self.name, groups, ids, turns.count)
-        return tirx.AttrStmt(s.node, s.attr_key, s.value, tirx.IfThenElse(
-            cond.condition, tirx.AttrStmt(inner.node, inner.attr_key, inner.value, body),
-            cond.else_case))
+        return with_consumer_body(s, body)
 
 
 def _named_ids(kernel) -> set:
     """The ids of the named barriers ``kernel`` already uses (``None`` for an id known only at
     run time)."""
     out: set = set()
-    for c in find_all(kernel, tvm.ir.Call, lambda c: device_op_of(c) in (
-            SYNC_NAMED, SYNC_PARTIAL, NAMED_BARRIER_ARRIVE)):
+    for c in find_all(kernel, tvm.ir.Call, lambda c: device_op_of(c) in NAMED_BARRIER_OPS):
         a = c.args[0]
         out.add(int(a) if isinstance(a, tirx.IntImm) else None)
     return out
@@ -167,13 +166,10 @@ def PingPongConsumers(func: tirx.PrimFunc) -> tirx.PrimFunc:
         else "the kernel"
 
     def one(kernel):
-        chain, _ = launch_chain(kernel)
-        tx = next((a for a in chain if a.attr_key == "thread_extent" and
-                   a.node.thread_tag == "threadIdx.x"), None)
-        if tx is None or not isinstance(tx.value, tirx.IntImm):
+        tx, ext = thread_extent(kernel)
+        if not isinstance(ext, tirx.IntImm):
             return kernel
-        block = ThreadGroup(0, int(tx.value))
-        return _ConsumerBodies(tx.node.var, block, _named_ids(kernel), name)(kernel)
+        return _ConsumerBodies(tx, ThreadGroup(0, int(ext)), _named_ids(kernel), name)(kernel)
 
     return func.with_body(map_kernels(func.body, one))
 

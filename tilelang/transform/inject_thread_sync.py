@@ -37,7 +37,7 @@ from ..device.effects import Mechanism, accessed_buffers, effect_of
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
-from ..ir_utils import map_kernels, uses_var
+from ..ir_utils import map_kernels, thread_extent, uses_var
 from .lower_parallel_loops import PARTITIONED
 from .passes import function_pass, target_of
 from .plan_shared_memory import planned_views
@@ -341,24 +341,13 @@ def _in_region(attr, before: list, after: list):
                          tirx.IfThenElse(cond.condition, body, cond.else_case))
 
 
-def _thread_extent(body):
-    out = []
-
-    def on_attr(a):
-        if a.attr_key == "thread_extent" and a.node.thread_tag == "threadIdx.x":
-            out.append((a.node.var, a.value))
-
-    tvm_ffi.structural_walk(body, (tirx.AttrStmt, on_attr))
-    return out[0] if out else (None, None)
-
-
 @function_pass("tl.InjectThreadSync")
 def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
 
     def one(kernel):  # each T.Kernel synchronizes its own block
-        tx, ext = _thread_extent(kernel)
+        tx, ext = thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
         body, _ = _Sync(tx, block, planned_views(kernel)).stmt(kernel, _State())
         return body

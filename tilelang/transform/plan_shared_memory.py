@@ -27,7 +27,8 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..layout import codec
 from ..layout.swizzle import alignment_of, can_swizzle, make_swizzled_layout, swizzle_offset
-from ..device.thread_group import CONSUMER_BODY_ATTR, BarrierIds, ThreadGroup, group_of
+from ..device.thread_group import BarrierIds, ThreadGroup, consumer_body_of, group_of, \
+    with_consumer_body
 from ..ir_utils import (find_all, kernels_of, launch_chain, map_nodes, relaunch, seq,
                         StmtMutator)
 from .passes import function_pass, target_of
@@ -306,10 +307,8 @@ class _ConsumerBody:
     @staticmethod
     def find(units: list) -> "_ConsumerBody | None":
         for i, u in enumerate(units):
-            cond = u.body if group_of(u) is not None else None
-            inner = cond.then_case if isinstance(cond, tirx.IfThenElse) and \
-                cond.else_case is None else None
-            if isinstance(inner, tirx.AttrStmt) and inner.attr_key == CONSUMER_BODY_ATTR:
+            inner = consumer_body_of(u)
+            if inner is not None:
                 return _ConsumerBody(i, u, kernel_units(inner.body))
         return None
 
@@ -318,11 +317,7 @@ class _ConsumerBody:
 
     def region_of(self, stmts: list) -> tirx.Stmt:
         """The region with ``stmts`` as its body."""
-        cond = self.region.body
-        attr = cond.then_case
-        return tirx.AttrStmt(self.region.node, self.region.attr_key, self.region.value,
-                             tirx.IfThenElse(cond.condition, tirx.AttrStmt(
-                                 attr.node, attr.attr_key, attr.value, seq(stmts)), None))
+        return with_consumer_body(self.region, seq(stmts))
 
 
 def _with_reuse_barriers(units: list, live: Liveness, placed: list, threads: int,

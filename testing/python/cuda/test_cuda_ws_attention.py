@@ -9,7 +9,6 @@ iterations with 3 stages, and with three consumer warp groups."""
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -20,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "..", "examples", "flash_attention")
 sys.path.insert(0, EXAMPLE)
 from example_mha_fwd import flashattn  # noqa: E402
-from gpus import has_sm90
+from gpus import has_sm90, run_script
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -46,12 +45,6 @@ def test_attention_sm90a_ptx_is_warp_specialized(causal):
     assert len(re.findall(r"\bbarrier\.arrive ", ptx)) == 2
 
 
-def _run(code: str) -> None:
-    proc = subprocess.run(["timeout", "300", sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=330)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def _check(B, H, S, D, causal, **blocks) -> str:
     return (f"import sys; sys.path.insert(0, {EXAMPLE!r})\n"
             "import torch, tilelang\n"
@@ -71,7 +64,8 @@ def _check(B, H, S, D, causal, **blocks) -> str:
 @pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_sm90a_matches_torch(causal):
-    _run(_check(8, 16, 4096, 128, causal, block_M=128, num_stages=3, threads=256))
+    code = _check(8, 16, 4096, 128, causal, block_M=128, num_stages=3, threads=256)
+    run_script("", code, timeout=300)
 
 
 @pytest.mark.gpu
@@ -80,11 +74,13 @@ def test_attention_sm90a_matches_torch(causal):
 @pytest.mark.parametrize("seq_len", [100, 256])
 def test_attention_turns_over_loops_shorter_than_the_ring(seq_len, causal):
     """1 and 2 iterations (causal: 1 for the first query block) of a 3-stage ring."""
-    _run(_check(2, 4, seq_len, 128, causal, block_M=128, num_stages=3, threads=256))
+    code = _check(2, 4, seq_len, 128, causal, block_M=128, num_stages=3, threads=256)
+    run_script("", code, timeout=300)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_three_consumer_groups_take_turns(causal):
-    _run(_check(2, 4, 1000, 64, causal, block_M=192, num_stages=2, threads=384))
+    code = _check(2, 4, 1000, 64, causal, block_M=192, num_stages=2, threads=384)
+    run_script("", code, timeout=300)
