@@ -1,8 +1,8 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
-    LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> LowerKernelLaunch ->
-    CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
+    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> ShareDescriptors ->
+    AssumeTripCounts -> LowerKernelLaunch -> CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
@@ -21,10 +21,11 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (affine_sizes, bool_vectors, check_bounds, consumer_pingpong,
-                         debug_barriers, float8_casts, legal_loops, narrow_float_arith,
-                         pass_config, round_storage, safe_global_access, safe_values,
-                         scalar_bindings, subbyte_access, vector_casts, warp_specialize)
+from ..transform import (accumulator_fill, affine_sizes, bool_vectors, check_bounds,
+                          consumer_pingpong, debug_barriers, float8_casts, legal_loops, narrow_float_arith,
+                          pass_config, round_storage, safe_global_access, safe_values,
+                          scalar_bindings, share_descriptors, subbyte_access, trip_counts,
+                          vector_casts, warp_specialize)
 
 NAME = "tilelang"
 
@@ -43,6 +44,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         scalar_bindings.ScalarBindings(),
         CheckTileViews(),
         CheckReducerEpochs(),
+        accumulator_fill.DeferAccumulatorFill(),
         tl_transform.LayoutInference(),
         warp_specialize.WarpSpecialize(),
         tl_transform.InjectSoftwarePipeline(),
@@ -57,6 +59,8 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.PlanSharedMemory(),
         tl_transform.InjectThreadSync(),
         consumer_pingpong.PingPongConsumers(),
+        share_descriptors.ShareDescriptors(),
+        trip_counts.AssumeTripCounts(),
         tl_transform.LowerKernelLaunch(),
         check_bounds.CheckBounds(),
         safe_global_access.GuardGlobalAccesses(),

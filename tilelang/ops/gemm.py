@@ -650,6 +650,36 @@ def _desc(region, plan_swizzle: int, mn0, k0, k_major: bool):
     return wgmma.desc(_addr(region, k0, mn0), lbo, sbo, plan_swizzle)
 
 
+def _operand_steps(region, ctx: LowerContext, k_major: bool, mn_bases: list,
+                   steps: list) -> list | None:
+    """How far, in 16-byte units, each instruction's operand block ``(mn, k)`` of ``steps``
+    lies from the block at ``(0, 0)``, when that distance is the same from every warp group's
+    base ``mn_bases`` in the tile's GMMA layout (then one descriptor per operand, advanced by
+    constants, names every block); ``None`` when it is not, or the layout is not known here."""
+    from ..layout import codec
+    from ..layout.swizzle import SwizzledLayout
+
+    buf = R.buffer_of(region)
+    text = ctx.tile_annotations.get(buf.__chandle__(), {}).get("tl.shared_layout")
+    lay = codec.decode(text) if text is not None else None
+    r0, c0 = (R.as_int(r.min) for r in region.region[-2:])
+    if not isinstance(lay, SwizzledLayout) or r0 is None or c0 is None:
+        return None
+    eb = loops.elem_bytes(buf.dtype)
+    lead = [0] * (len(lay.shape) - 2)  # a stage ring's tile has the layout of one stage
+
+    def at(mn, k):
+        return lay.offset(*lead, *((r0 + mn, c0 + k) if k_major else (r0 + k, c0 + mn)))
+
+    out = []
+    for mn, k in steps:
+        dist = {(at(b + mn, k) - at(b, 0)) * eb for b in mn_bases}
+        if len(dist) != 1 or min(dist) < 0 or min(dist) % 16:
+            return None
+        out.append(min(dist) // 16)
+    return out
+
+
 def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     """Each warpgroup issues the m64 x n_inst x k_step wgmmas of its block of C (descriptors
     from the GMMA-swizzled shared tiles, or A from registers), fenced, committed as one group
@@ -678,23 +708,39 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
         *[tirx.address_of(tirx.BufferLoad(b, [0] * len(b.shape))) for b in shared]))]
     stmts.append(tirx.Evaluate(wgmma.fence_operands(c_addr(0, 0), n_regs)))
     stmts.append(tirx.Evaluate(wgmma.fence()))
-    for mi in range(plan.m_wg // 64):
-        for q in range(plan.n_wg // plan.n_inst):
-            for kk in range(k // plan.k_step):
-                k0 = kk * plan.k_step
-                m0 = wgm * plan.m_wg + mi * 64
-                n0 = wgn * plan.n_wg + q * plan.n_inst
-                if a_regs:
-                    a = tirx.address_of(tirx.BufferLoad(
-                        A, [0] * (len(A.shape) - 2) + [mi * 64, k0]))
-                else:
-                    a = _desc(op.A, plan.a_swizzle, m0, k0, not op.transpose_A)
-                b = _desc(op.B, plan.b_swizzle, n0, k0, bool(op.transpose_B))
-                scale_d = tirx.const(not (op.clear_accum and kk == 0), "bool")
-                stmts.append(tirx.Evaluate(wgmma.mma(
-                    plan.mnemonic, plan.n_inst, int(bool(op.transpose_A)),
-                    int(not op.transpose_B), c_addr(mi * 64, q * plan.n_inst), a, b, scale_d,
-                    a_regs)))
+    insts = [(mi, q, kk) for mi in range(plan.m_wg // 64)
+             for q in range(plan.n_wg // plan.n_inst) for kk in range(k // plan.k_step)]
+
+    def operand(region, swizzle, k_major, mn_base, wg_count, block, step):
+        """Each instruction's descriptor: the warp group's first block's descriptor plus a
+        constant (the start-address field, in 16-byte units; shared addresses stay below
+        2**18, so it does not carry) when every block lies a fixed distance from it (see
+        :func:`_operand_steps`); else each block's own descriptor."""
+        steps = _operand_steps(region, ctx, k_major,
+                               [w * block for w in range(wg_count)],
+                               [step(*i) for i in insts])
+        if steps is None:
+            return [_desc(region, swizzle, mn_base * block + step(*i)[0], step(*i)[1], k_major)
+                    for i in insts]
+        # each instruction names its tile (the declared read InjectAsyncWaits and
+        # InjectThreadSync follow); ShareDescriptors later computes the first one once
+        base = lambda: _desc(region, swizzle, mn_base * block, 0, k_major)  # noqa: E731
+        return [base() + tirx.const(d, "uint64") if d else base() for d in steps]
+
+    b_descs = operand(op.B, plan.b_swizzle, bool(op.transpose_B), wgn, plan.wg_n, plan.n_wg,
+                      lambda mi, q, kk: (q * plan.n_inst, kk * plan.k_step))
+    a_descs = None if a_regs else operand(
+        op.A, plan.a_swizzle, not op.transpose_A, wgm, plan.wg_m, plan.m_wg,
+        lambda mi, q, kk: (mi * 64, kk * plan.k_step))
+    for j, (mi, q, kk) in enumerate(insts):
+        a = tirx.address_of(tirx.BufferLoad(A, [0] * (len(A.shape) - 2) + [
+            mi * 64, kk * plan.k_step])) if a_regs else a_descs[j]
+        b = b_descs[j]
+        scale_d = tirx.const(not (op.clear_accum and kk == 0), "bool")
+        stmts.append(tirx.Evaluate(wgmma.mma(
+            plan.mnemonic, plan.n_inst, int(bool(op.transpose_A)),
+            int(not op.transpose_B), c_addr(mi * 64, q * plan.n_inst), a, b, scale_d,
+            a_regs)))
     stmts.append(tirx.Evaluate(wgmma.commit()))
     if int(op.wg_wait) >= 0:  # -1: no wait here (InjectAsyncWaits waits before any use)
         stmts.append(tirx.Evaluate(wgmma.wait(min(int(op.wg_wait), 7))))

@@ -47,6 +47,14 @@ struct Tile {
   }
 };
 
+// The device compiler may take `n >= 1` as given: a loop's trip count that the launch
+// guarantees (tilelang/transform/trip_counts.py), so no path around the loop is kept.
+template <typename T>
+TL_DEVICE int assume_trip_count(T n) {
+  __builtin_assume(n >= 1);
+  return 0;
+}
+
 TL_DEVICE void sync_threads() { __syncthreads(); }
 
 // Barrier of a thread group: the block (BARRIER 0) or the NTHREADS threads of named barrier

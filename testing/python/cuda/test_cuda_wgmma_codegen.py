@@ -39,6 +39,21 @@ def test_two_warpgroups_split_m_and_fp8_is_k_major():
         ptx(matmul(256, 256, 256, 128, 128, 64, dtype="float8_e4m3fn", out_dtype="float32"))
 
 
+def test_descriptors_are_one_per_operand_stepped_by_constants():
+    """Every wgmma of a gemm names its operand tile (the address analyses follow it); late,
+    ShareDescriptors binds each operand's descriptor once (lane 0's, broadcast) and the
+    instructions step it by constants: two shuffles per gemm, not one per instruction."""
+    src = tilelang.compile(matmul(256, 256, 256, 128, 128, 64, threads=256, num_stages=2),
+                           out_idx=[2], target="cuda -arch=sm_90a")
+    cuda = src.get_kernel_source()
+    assert "uint64_t A_s_desc = tl::wgmma_desc(" in cuda
+    assert "uint64_t B_s_desc = tl::wgmma_desc(" in cuda and "(B_s_desc + (uint64_t)" in cuda
+    text = src.get_ptx()
+    per_gemm = text.count("wgmma.mma_async") // text.count("wgmma.commit_group")
+    assert per_gemm == 4  # K = 64 in k16 steps
+    assert text.count("shfl.sync.idx") == 2 * text.count("wgmma.commit_group")
+
+
 def test_disable_wgmma_and_sm80_keep_mma_sync():
     f = matmul(256, 256, 256, 128, 128, 32)
     for text in (ptx(f, "sm_90a", **{"tl.disable_wgmma": True}), ptx(f, "sm_80")):

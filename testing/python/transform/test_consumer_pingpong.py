@@ -139,7 +139,8 @@ def test_attention_groups_take_turns_at_the_first_gemm(causal):
     f = lowered(attention(causal))
     body = consumer_body(f)
     (loop,) = [x for x in find_all(body, tirx.For) if turn_calls(x.body)]
-    stmts = list(loop.body.seq)
+    # (the descriptors ShareDescriptors binds before a run of wgmmas compute no turn)
+    stmts = [s for s in loop.body.seq if not isinstance(s, tirx.Bind)]
     ops = [device_op_of(s) for s in stmts]
     names = [d.name if d is not None else None for d in ops]
     wait = names.index("tl.device.sync_threads_partial")

@@ -1,0 +1,114 @@
+"""DeferAccumulatorFill: attention's masked fill of the score accumulator before ``S += Q K^T``
+becomes a cleared gemm followed by adding the mask; other fills stay as written."""
+
+import os
+import sys
+
+import pytest
+import tvm
+from tvm import tirx
+
+import tilelang.language as T
+from tilelang.engine.target import resolve
+from tilelang.ir_utils import find_all, peel_parallel
+from tilelang.ops.base import decode
+from tilelang.ops.gemm import Gemm
+from tilelang.transform.accumulator_fill import DeferAccumulatorFill
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                "flash_attention"))
+from example_mha_fwd import flashattn  # noqa: E402
+
+SM90 = resolve("cuda -arch=sm_90a")
+
+
+def deferred(func, target=SM90):
+    mod = tvm.IRModule({"main": func.with_attr("target", target)})
+    return DeferAccumulatorFill()(mod)["main"]
+
+
+def gemms(func):
+    return [(s, decode(s)) for s in find_all(func.body, tirx.Evaluate)
+            if isinstance(decode(s), Gemm)]
+
+
+def body_after(func, stmt):
+    """The statement after ``stmt`` in its sequence."""
+    for sq in find_all(func.body, tirx.SeqStmt):
+        items = list(sq.seq)
+        for i, s in enumerate(items):
+            if s.same_as(stmt):
+                return items[i + 1] if i + 1 < len(items) else None
+    return None
+
+
+def fills_of(func, name):
+    return [s for s in find_all(func.body, tirx.For, lambda f: f.kind == tirx.ForKind.PARALLEL)
+            if isinstance(peel_parallel(s)[2], tirx.BufferStore) and
+            peel_parallel(s)[2].buffer.name == name]
+
+
+@pytest.mark.parametrize("causal,S", [(True, 1024), (False, 1000)])
+def test_masked_score_fill_moves_after_a_cleared_gemm(causal, S):
+    f = deferred(flashattn(2, 4, S, 128, causal, block_M=128, block_N=128, num_stages=2,
+                           threads=256))
+    (qk, op), (pv, op2) = gemms(f)
+    assert op.clear_accum and not op2.clear_accum
+    nxt = body_after(f, qk)
+    _, _, store = peel_parallel(nxt)
+    assert store.buffer.name == "acc_s"
+    # acc_s[i, j] + if_then_else(mask, 0, -inf): the old value is read and the mask added
+    assert isinstance(store.value, tirx.Add)
+    loads = find_all(store.value.a, tvm.ir.TensorLoad)
+    assert loads and loads[0].source.name == "acc_s"
+    assert "if_then_else" in str(store.value.b)
+
+
+def masked(value, clear=False, order=None, dtype="float16"):
+    kw = dict(order=[0, 1, 2], stage=[0, 0, 0]) if order else {}
+
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), dtype), B: T.Tensor((64, 64), dtype),
+          C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), dtype)
+            B_s = T.alloc_shared((64, 64), dtype)
+            acc = T.alloc_fragment((64, 64), "float32")
+            for _ in T.Pipelined(2, num_stages=1, **kw):
+                T.copy(A, A_s)
+                for i, j in T.Parallel(64, 64):
+                    acc[i, j] = value(i, j, acc)
+                T.gemm(A_s, B_s, acc, transpose_B=True, clear_accum=clear)
+            T.copy(acc, C)
+
+    return k
+
+
+@pytest.mark.parametrize("why,func", [
+    ("a constant fill", masked(lambda i, j, acc: T.float32(0))),
+    ("a value other than 0 and +-inf", masked(
+        lambda i, j, acc: T.if_then_else(i >= j, T.float32(1), -T.infinity("float32")))),
+    ("a fill that reads the accumulator", masked(
+        lambda i, j, acc: T.if_then_else(i >= j, acc[i, j], -T.infinity("float32")))),
+    ("a gemm that clears anyway", masked(
+        lambda i, j, acc: T.if_then_else(i >= j, T.float32(0), -T.infinity("float32")),
+        clear=True)),
+    ("an explicit schedule", masked(
+        lambda i, j, acc: T.if_then_else(i >= j, T.float32(0), -T.infinity("float32")),
+        order=True)),
+    ("32-bit operands (sums may overflow)", masked(
+        lambda i, j, acc: T.if_then_else(i >= j, T.float32(0), -T.infinity("float32")),
+        dtype="float32")),
+])
+def test_other_fills_stay(why, func):
+    g = deferred(func)
+    assert str(g.body) == str(func.body), why
+
+
+def test_the_rewrite_applies_to_the_masked_fill_and_not_on_the_cpu():
+    func = masked(lambda i, j, acc: T.if_then_else(i >= j, T.float32(0),
+                                                   -T.infinity("float32")))
+    (_, op), = gemms(deferred(func))
+    assert op.clear_accum
+    cpu = deferred(func, resolve("llvm"))
+    assert str(cpu.body) == str(func.body)

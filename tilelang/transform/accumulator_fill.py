@@ -1,0 +1,145 @@
+"""``DeferAccumulatorFill``: a masked fill of a gemm's accumulator becomes a cleared gemm plus
+the mask, added after it.
+
+Expects: tile-level IR (before ``LayoutInference``).
+Guarantees: where a ``T.Parallel`` nest writes every element of a fragment ``C`` with a value
+chosen by conditions among the constants 0 and +-inf (``C[i, j] = T.if_then_else(mask, 0,
+-inf)``, attention's causal or sequence-end mask), does not read ``C``, and the next statement
+is ``T.gemm(A, B, C)`` accumulating onto all of ``C`` (A and B of 8 or 16 bits), the two become
+``T.gemm(A, B, C, clear_accum=True)`` followed by the nest adding the same values
+(``C[i, j] = C[i, j] + T.if_then_else(mask, 0, -inf)``).  The result is the same: ``0 + s`` is
+``s``, and ``-inf + s`` is ``-inf`` or, when the products hold ``+inf`` or NaN, NaN, either
+way; the one difference is a sum of finite products that overflows (possible with bfloat16
+inputs only, not float16 or float8), which stays ``-inf`` under the mask before and becomes NaN.
+The gemm no longer follows register writes of its accumulator: ptxas serializes every wgmma of
+a gemm whose accumulator is written just before it under a thread-dependent condition
+("wgmma.mma_async instructions are serialized"), and the FlashAttention kernels mask after the
+gemm for that reason.  A loop with an explicit ``order``/``stage``/``group`` schedule keeps its
+statements where the schedule puts them.  Other fills (``T.clear``, constants) are left alone.
+CPU: unchanged (the reference keeps the program's order).
+"""
+
+from __future__ import annotations
+
+import math
+
+import tvm
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..ir_utils import StmtMutator, find_all, peel_parallel, seq
+from ..language.loop import PIPELINE_KEYS
+from ..ops import region as R
+from ..ops.base import decode
+from ..ops.gemm import Gemm
+from .passes import function_pass, target_of
+
+FRAGMENT = "local.fragment"
+_SCHEDULE = tuple(v for k, v in PIPELINE_KEYS.items() if k in ("order", "stage", "group"))
+_NARROW = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e5m2fnuz",
+           "float8_e4m3fnuz")
+
+
+def _masked_constant(v) -> bool | None:
+    """``True`` when ``v`` picks among 0 and +-inf by at least one condition, ``False`` for one
+    such constant, ``None`` for anything else."""
+    if isinstance(v, tirx.FloatImm):
+        return False if v.value == 0 or math.isinf(v.value) else None
+    if isinstance(v, tirx.Cast):
+        return _masked_constant(v.value)
+    if isinstance(v, tirx.Select):
+        a, b = _masked_constant(v.true_value), _masked_constant(v.false_value)
+    elif isinstance(v, tvm.ir.Call) and isinstance(v.op, tvm.ir.Op) and \
+            v.op.name == "prim.if_then_else":
+        a, b = _masked_constant(v.args[1]), _masked_constant(v.args[2])
+    else:
+        return None
+    return None if a is None or b is None else True
+
+
+def _mask_fill(s):
+    """``(C, loop vars, store)`` when ``s`` is a ``T.Parallel`` nest filling every element of the
+    fragment ``C`` with a masked 0/+-inf value that does not read ``C``; else ``None``."""
+    if not isinstance(s, tirx.For) or s.kind != tirx.ForKind.PARALLEL:
+        return None
+    vars_, extents, body = peel_parallel(s)
+    if not isinstance(body, tirx.BufferStore) or body.buffer.scope() != FRAGMENT:
+        return None
+    buf = body.buffer
+    if len(body.indices) != len(vars_) or len(buf.shape) != len(vars_) or \
+            any(not (isinstance(i, tirx.Var) and i.same_as(v))
+                for i, v in zip(body.indices, vars_)) or \
+            any(R.as_int(e) != R.as_int(n) or R.as_int(e) is None
+                for e, n in zip(extents, buf.shape)) or \
+            any(lo is not None and not (isinstance(lo, tirx.IntImm) and lo.value == 0)
+                for lo in [getattr(x, "min", None) for x in find_all(s, tirx.For)]):
+        return None
+    if _masked_constant(body.value) is not True or \
+            find_all(body.value, tvm.ir.TensorLoad, lambda x: x.source.same_as(buf)):
+        return None
+    return buf, s, body
+
+
+def _accumulating_gemm(s, buf) -> Gemm | None:
+    op = decode(s)
+    if not isinstance(op, Gemm) or op.clear_accum or not R.buffer_of(op.C).same_as(buf):
+        return None
+    if any(R.buffer_of(x).same_as(buf) for x in (op.A, op.B)):
+        return None
+    a, b = R.buffer_of(op.A), R.buffer_of(op.B)
+    whole = all(R.as_int(r.min) == 0 for r in op.C.region) and \
+        R.same_shape(R.extents(op.C), buf.shape)
+    if not whole or str(a.dtype) not in _NARROW or str(b.dtype) not in _NARROW:
+        return None
+    return op
+
+
+def _added(loop, store):
+    """The fill nest ``loop``, now adding its value to the fragment (same loops, same vars)."""
+    add = tirx.BufferStore(store.buffer, tirx.BufferLoad(store.buffer, list(store.indices)) +
+                           store.value, list(store.indices))
+
+    def rebuild(s):
+        if isinstance(s, tirx.For) and s.kind == tirx.ForKind.PARALLEL:
+            return tirx.For(s.loop_var, s.min, s.extent, s.kind, rebuild(s.body),
+                            s.thread_binding, s.annotations, s.step, span=s.span)
+        return add
+
+    return rebuild(loop)
+
+
+class _Defer(StmtMutator):
+    def __init__(self):
+        self.scheduled = set()  # bodies of loops with an explicit schedule
+
+    def visit_For(self, s):
+        if any(k in s.annotations for k in _SCHEDULE):
+            self.scheduled.add(s.body.__chandle__())
+        return self.generic(s)
+
+    def visit_SeqStmt(self, s):
+        keep = s.__chandle__() in self.scheduled
+        stmts = [self.visit(x) for x in s.seq]
+        stmts = [x for x in stmts if x is not None]
+        if keep:
+            return seq(stmts)
+        out, i = [], 0
+        while i < len(stmts):
+            fill = _mask_fill(stmts[i])
+            op = _accumulating_gemm(stmts[i + 1], fill[0]) if fill and i + 1 < len(stmts) \
+                else None
+            if op is None:
+                out.append(stmts[i])
+                i += 1
+                continue
+            out += [tirx.Evaluate(op.replace(clear_accum=True).to_call()),
+                    _added(fill[1], fill[2])]
+            i += 2
+        return seq(out)
+
+
+@function_pass("tl.DeferAccumulatorFill")
+def DeferAccumulatorFill(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    if is_cpu(target_of(func)):  # the reference semantics keep the user's order
+        return func
+    return func.with_body(_Defer()(func.body))
