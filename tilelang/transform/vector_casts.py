@@ -141,7 +141,7 @@ def _guarded(expr) -> bool:
     a variable (a let): its casts stay where they are."""
     return bool(find_all(expr, (tirx.Select, tirx.Let)) or find_all(
         expr, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
-        c.op.name == "tirx.if_then_else"))
+        c.op.name == "prim.if_then_else"))
 
 
 def _lowerable(c, target) -> bool:
