@@ -11,6 +11,10 @@ is ``T.gemm(A, B, C)`` accumulating onto all of ``C`` (A and B of 8 or 16 bits),
 ``s``, and ``-inf + s`` is ``-inf`` or, when the products hold ``+inf`` or NaN, NaN, either
 way; the one difference is a sum of finite products that overflows (possible with bfloat16
 inputs only, not float16 or float8), which stays ``-inf`` under the mask before and becomes NaN.
+The added nest runs under a uniform condition: only where the mask is not 0 at every element
+(bounds of each comparison over the nest's variables), so a causal mask costs nothing below the
+diagonal and a sequence-end mask nothing before the last key block (where it is skipped, a
+sum of -0 stays -0; the fill's +0 would have made it +0).
 The gemm no longer follows register writes of its accumulator: ptxas serializes every wgmma of
 a gemm whose accumulator is written just before it under a thread-dependent condition
 ("wgmma.mma_async instructions are serialized"), and the FlashAttention kernels mask after the
@@ -25,9 +29,10 @@ import math
 
 import tvm
 from tvm import tirx
+from tvm.sym import Analyzer, IntervalSet
 
 from ..engine.target import is_cpu
-from ..ir_utils import StmtMutator, find_all, peel_parallel, seq
+from ..ir_utils import StmtMutator, find_all, peel_parallel, seq, uses_var
 from ..language.loop import PIPELINE_KEYS
 from ..ops import region as R
 from ..ops.base import decode
@@ -94,8 +99,62 @@ def _accumulating_gemm(s, buf) -> Gemm | None:
     return op
 
 
+_AZ = Analyzer()
+
+
+def _bounds(a, b, dom):
+    """The interval of ``a - b`` over the nest's variables ``dom`` (its ends in terms of the
+    variables outside the nest), or ``None``."""
+    if not all(str(x.ty).startswith(("int", "uint")) for x in (a, b)):
+        return None
+    s = _AZ.int_set(a - b, dom)
+    lo, hi = s.min_value, s.max_value
+    for x in (lo, hi):  # unbounded (TVM's pos_inf / neg_inf), or still per element
+        if any(uses_var(x, v) for v in dom) or find_all(x, tvm.ir.TensorLoad) or \
+                find_all(x, tirx.Var, lambda v: v.name in ("pos_inf", "neg_inf")):
+            return None
+    return lo, hi
+
+
+_ALWAYS = {tirx.GE: lambda lo, hi: lo >= 0, tirx.GT: lambda lo, hi: lo >= 1,
+           tirx.LE: lambda lo, hi: hi <= 0, tirx.LT: lambda lo, hi: hi <= -1}
+_NEVER = {tirx.GE: lambda lo, hi: hi <= -1, tirx.GT: lambda lo, hi: hi <= 0,
+          tirx.LE: lambda lo, hi: lo >= 1, tirx.LT: lambda lo, hi: lo >= 0}
+
+
+def _holds(c, dom, value: bool):
+    """A condition outside the nest under which ``c`` is ``value`` at every element."""
+    false = tirx.const(False, "bool")
+    if isinstance(c, tirx.Not):
+        return _holds(c.a, dom, not value)
+    if isinstance(c, (tirx.And, tirx.Or)):
+        x, y = _holds(c.a, dom, value), _holds(c.b, dom, value)
+        both = isinstance(c, tirx.And) == value  # all-true of an And, all-false of an Or
+        return tirx.And(x, y) if both else tirx.Or(x, y)
+    table = _ALWAYS if value else _NEVER
+    if type(c) in table:
+        b = _bounds(c.a, c.b, dom)
+        return table[type(c)](*b) if b is not None else false
+    return false
+
+
+def _zero_when(v, dom):
+    """A condition outside the nest under which the masked value ``v`` is 0 at every element."""
+    if isinstance(v, tirx.FloatImm):
+        return tirx.const(v.value == 0, "bool")
+    if isinstance(v, tirx.Cast):
+        return _zero_when(v.value, dom)
+    c, a, b = (v.condition, v.true_value, v.false_value) if isinstance(v, tirx.Select) else \
+        (v.args[0], v.args[1], v.args[2])
+    za, zb = _zero_when(a, dom), _zero_when(b, dom)
+    return tirx.Or(tirx.Or(tirx.And(_holds(c, dom, True), za),
+                           tirx.And(_holds(c, dom, False), zb)), tirx.And(za, zb))
+
+
 def _added(loop, store):
-    """The fill nest ``loop``, now adding its value to the fragment (same loops, same vars)."""
+    """The fill nest ``loop``, now adding its value to the fragment (same loops, same vars),
+    and run only where the mask is not 0 everywhere (a causal mask's blocks below the
+    diagonal, a sequence-end mask's blocks before the end): a uniform branch."""
     add = tirx.BufferStore(store.buffer, tirx.BufferLoad(store.buffer, list(store.indices)) +
                            store.value, list(store.indices))
 
@@ -105,7 +164,13 @@ def _added(loop, store):
                             s.thread_binding, s.annotations, s.step, span=s.span)
         return add
 
-    return rebuild(loop)
+    vars_, extents, _ = peel_parallel(loop)
+    dom = {v: IntervalSet(0, R.as_int(e) - 1) for v, e in zip(vars_, extents)}
+    zero = _AZ.simplify(_zero_when(store.value, dom))
+    nest = rebuild(loop)
+    if isinstance(zero, tirx.IntImm):
+        return nest if not zero.value else None
+    return tirx.IfThenElse(tirx.Not(zero), nest, None)
 
 
 class _Defer(StmtMutator):
@@ -132,8 +197,9 @@ class _Defer(StmtMutator):
                 out.append(stmts[i])
                 i += 1
                 continue
-            out += [tirx.Evaluate(op.replace(clear_accum=True).to_call()),
-                    _added(fill[1], fill[2])]
+            out.append(tirx.Evaluate(op.replace(clear_accum=True).to_call()))
+            added = _added(fill[1], fill[2])
+            out += [added] if added is not None else []
             i += 2
         return seq(out)
 

@@ -8,6 +8,7 @@ import pytest
 import tvm
 from tvm import tirx
 
+import tilelang
 import tilelang.language as T
 from tilelang.engine.target import resolve
 from tilelang.ir_utils import find_all, peel_parallel
@@ -55,7 +56,11 @@ def test_masked_score_fill_moves_after_a_cleared_gemm(causal, S):
     (qk, op), (pv, op2) = gemms(f)
     assert op.clear_accum and not op2.clear_accum
     nxt = body_after(f, qk)
-    _, _, store = peel_parallel(nxt)
+    # the mask runs only in the blocks where it is not 0 everywhere: causal, from the diagonal
+    # on (bx - k <= 0); ragged, the last key block
+    assert isinstance(nxt, tirx.IfThenElse)
+    assert not find_all(nxt.condition, tirx.Var, lambda v: v.name in ("i", "j"))
+    _, _, store = peel_parallel(nxt.then_case)
     assert store.buffer.name == "acc_s"
     # acc_s[i, j] + if_then_else(mask, 0, -inf): the old value is read and the mask added
     assert isinstance(store.value, tirx.Add)
@@ -112,3 +117,23 @@ def test_the_rewrite_applies_to_the_masked_fill_and_not_on_the_cpu():
     assert op.clear_accum
     cpu = deferred(func, resolve("llvm"))
     assert str(cpu.body) == str(func.body)
+
+
+@pytest.mark.parametrize("causal,S", [(True, 200), (False, 200)])
+def test_rewritten_attention_computes_the_same_on_the_cpu(causal, S):
+    """The rewrite is CUDA-only, but the rewritten program is an ordinary one: run on the CPU
+    backend (the reference semantics), it gives the same output as the program as written,
+    with the mask skipped on the blocks it leaves unchanged."""
+    import torch
+
+    from tilelang.transform.accumulator_fill import _Defer
+
+    f = flashattn(1, 2, S, 64, causal, block_M=64, block_N=64, num_stages=1, threads=128)
+    g = f.with_body(_Defer()(f.body))
+    assert any(op.clear_accum for _, op in gemms(g))
+    assert find_all(g.body, tirx.IfThenElse)  # the mask runs only where it changes anything
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, S, 2, 64, dtype=torch.float16) for _ in range(3))
+    want = tilelang.compile(f, out_idx=[3], target="cpu")(q, k, v)
+    got = tilelang.compile(g, out_idx=[3], target="cpu")(q, k, v)
+    assert torch.equal(got, want)
