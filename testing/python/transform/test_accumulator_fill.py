@@ -137,3 +137,26 @@ def test_rewritten_attention_computes_the_same_on_the_cpu(causal, S):
     want = tilelang.compile(f, out_idx=[3], target="cpu")(q, k, v)
     got = tilelang.compile(g, out_idx=[3], target="cpu")(q, k, v)
     assert torch.equal(got, want)
+
+
+def test_examples_with_an_index_scalar_are_rewritten_in_the_pipeline():
+    """The BHSD and GQA examples hold the key index in a scalar (``key = k * block_N + j``);
+    after ScalarBindings the fill is the same pattern."""
+    from example_gqa_fwd_bshd import flashattn as gqa
+    from example_mha_fwd_bhsd import flashattn as bhsd
+
+    from tilelang.engine import pipeline
+    from tilelang.transform import pass_config
+
+    for f in (bhsd(1, 8, 256, 128, True, block_M=128, block_N=128, num_stages=2, threads=256),
+              gqa(1, 8, 256, 128, True, groups=4, block_M=128, block_N=128, num_stages=2,
+                  threads=256)):
+        mod = tvm.IRModule({"main": f})
+        with pass_config.scope(None), \
+                tvm.transform.PassContext(config=pass_config.tvm_config()):
+            mod = tirx.transform.BindTarget(SM90)(mod)
+            for p in pipeline.tile_passes():
+                mod = p(mod)
+                if p.info.name == "tl.DeferAccumulatorFill":
+                    break
+        assert [op.clear_accum for _, op in gemms(mod["main"])] == [True, False]
