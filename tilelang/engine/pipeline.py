@@ -22,10 +22,10 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (accumulator_fill, affine_sizes, bool_vectors, check_bounds,
-                          consumer_pingpong, debug_barriers, float8_casts, legal_loops, narrow_float_arith,
-                          pass_config, round_storage, safe_global_access, safe_values,
-                          scalar_bindings, share_descriptors, subbyte_access, trip_counts,
-                          vector_casts, warp_specialize)
+                         consumer_pingpong, debug_barriers, float8_casts, legal_loops,
+                         narrow_float_arith, pass_config, round_storage, safe_global_access,
+                         safe_values, scalar_bindings, share_descriptors, subbyte_access,
+                         trip_counts, vector_casts, warp_specialize)
 
 NAME = "tilelang"
 

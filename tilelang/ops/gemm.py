@@ -104,7 +104,7 @@ class Gemm(TileOp):
                     f"T.gemm: {R.describe(x)} ({name}) is a fragment, but the gemm runs on CUDA "
                     f"cores ({obstacle}), which read A and B from shared memory")
         C = R.buffer_of(self.C)
-        if C.scope() != FRAGMENT or not _whole_matrix(self.C):
+        if C.scope() != FRAGMENT or not whole_matrix(self.C):
             raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name} in a "
                                 "fragment")
         # no demand on C: its threads compute the elements they hold in whatever layout C
@@ -530,7 +530,8 @@ def _is_sm90a(target) -> bool:
         str(target.attrs.get("arch", "")).startswith("sm_90a")
 
 
-def _whole_matrix(region) -> bool:
+def whole_matrix(region) -> bool:
+    """Whether ``region`` covers its buffer's last two dimensions whole."""
     buf = R.buffer_of(region)
     return all(R.as_int(r.min) == 0 for r in region.region[-2:]) and \
         R.same_shape(R.extents(region)[-2:], buf.shape[-2:])
@@ -689,7 +690,7 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     A, C = R.buffer_of(op.A), R.buffer_of(op.C)
     m, n, k = (R.as_int(x) for x in op.mnk())
     a_regs = A.scope() == "local.fragment"
-    if not _whole_matrix(op.C):
+    if not whole_matrix(op.C):
         raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name}, not a slice")
     rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")
     wg = tirx.floordiv(rank, WARP_GROUP)
@@ -716,12 +717,12 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
         constant (the start-address field, in 16-byte units; shared addresses stay below
         2**18, so it does not carry) when every block lies a fixed distance from it (see
         :func:`_operand_steps`); else each block's own descriptor."""
-        steps = _operand_steps(region, ctx, k_major,
-                               [w * block for w in range(wg_count)],
-                               [step(*i) for i in insts])
+        offsets = [step(*i) for i in insts]
+        steps = _operand_steps(region, ctx, k_major, [w * block for w in range(wg_count)],
+                               offsets)
         if steps is None:
-            return [_desc(region, swizzle, mn_base * block + step(*i)[0], step(*i)[1], k_major)
-                    for i in insts]
+            return [_desc(region, swizzle, mn_base * block + mn, k, k_major)
+                    for mn, k in offsets]
         # each instruction names its tile (the declared read InjectAsyncWaits and
         # InjectThreadSync follow); ShareDescriptors later computes the first one once
         base = lambda: _desc(region, swizzle, mn_base * block, 0, k_major)  # noqa: E731

@@ -37,7 +37,7 @@ from ..ir_utils import StmtMutator, find_all, peel_parallel, seq, uses_var
 from ..language.loop import PIPELINE_KEYS
 from ..ops import region as R
 from ..ops.base import decode
-from ..ops.gemm import Gemm
+from ..ops.gemm import Gemm, whole_matrix
 from .passes import function_pass, target_of
 
 FRAGMENT = "local.fragment"
@@ -50,6 +50,17 @@ def _narrow_float(dtype) -> bool:
     return str(dtype).startswith(("float", "bfloat")) and tvm.DataType(str(dtype)).bits <= 16
 
 
+def _choice(v):
+    """``(condition, value if true, value if false)`` of a select (``T.if_then_else`` or
+    ``Select``), else ``None``."""
+    if isinstance(v, tirx.Select):
+        return v.condition, v.true_value, v.false_value
+    if isinstance(v, tvm.ir.Call) and isinstance(v.op, tvm.ir.Op) and \
+            v.op.name == "prim.if_then_else":
+        return tuple(v.args)
+    return None
+
+
 def _masked_constant(v) -> bool | None:
     """``True`` when ``v`` picks among 0 and +-inf by at least one condition, ``False`` for one
     such constant, ``None`` for anything else."""
@@ -57,13 +68,10 @@ def _masked_constant(v) -> bool | None:
         return False if v.value == 0 or math.isinf(v.value) else None
     if isinstance(v, tirx.Cast):
         return _masked_constant(v.value)
-    if isinstance(v, tirx.Select):
-        a, b = _masked_constant(v.true_value), _masked_constant(v.false_value)
-    elif isinstance(v, tvm.ir.Call) and isinstance(v.op, tvm.ir.Op) and \
-            v.op.name == "prim.if_then_else":
-        a, b = _masked_constant(v.args[1]), _masked_constant(v.args[2])
-    else:
+    choice = _choice(v)
+    if choice is None:
         return None
+    a, b = _masked_constant(choice[1]), _masked_constant(choice[2])
     return None if a is None or b is None else True
 
 
@@ -81,8 +89,7 @@ def _mask_fill(s):
                 for i, v in zip(body.indices, vars_)) or \
             any(R.as_int(e) != R.as_int(n) or R.as_int(e) is None
                 for e, n in zip(extents, buf.shape)) or \
-            any(lo is not None and not (isinstance(lo, tirx.IntImm) and lo.value == 0)
-                for lo in [getattr(x, "min", None) for x in find_all(s, tirx.For)]):
+            any(R.as_int(x.min) != 0 for x in find_all(s, tirx.For)):
         return None
     if _masked_constant(body.value) is not True or \
             find_all(body.value, tvm.ir.TensorLoad, lambda x: x.source.same_as(buf)):
@@ -97,9 +104,7 @@ def _accumulating_gemm(s, buf) -> Gemm | None:
     if any(R.buffer_of(x).same_as(buf) for x in (op.A, op.B)):
         return None
     a, b = R.buffer_of(op.A), R.buffer_of(op.B)
-    whole = all(R.as_int(r.min) == 0 for r in op.C.region) and \
-        R.same_shape(R.extents(op.C), buf.shape)
-    if not whole or not _narrow_float(a.dtype) or not _narrow_float(b.dtype):
+    if not whole_matrix(op.C) or not _narrow_float(a.dtype) or not _narrow_float(b.dtype):
         return None
     return op
 
@@ -149,8 +154,7 @@ def _zero_when(v, dom):
         return tirx.const(v.value == 0, "bool")
     if isinstance(v, tirx.Cast):
         return _zero_when(v.value, dom)
-    c, a, b = (v.condition, v.true_value, v.false_value) if isinstance(v, tirx.Select) else \
-        (v.args[0], v.args[1], v.args[2])
+    c, a, b = _choice(v)
     za, zb = _zero_when(a, dom), _zero_when(b, dom)
     return tirx.Or(tirx.Or(tirx.And(_holds(c, dom, True), za),
                            tirx.And(_holds(c, dom, False), zb)), tirx.And(za, zb))

@@ -12,9 +12,8 @@ namespace tl {
 // 1 = 128B, 2 = 64B, 3 = 32B swizzle).
 // A wgmma takes one descriptor per warp (its warp group names one tile), so lane 0's is
 // broadcast: the compiler then knows the value is warp-uniform and keeps it, and the constants
-// the lowering adds to step through the tile, in uniform registers.  The shuffle is not
-// volatile, so the compiler merges the repeated descriptors of one tile into one.  Called only
-// as a wgmma's operand, where the warp is converged.
+// the lowering adds to step through the tile, in uniform registers (tl.ShareDescriptors binds
+// it once per run of wgmmas).  Called only as a wgmma's operand, where the warp is converged.
 TL_DEVICE uint64_t wgmma_desc(const void* smem, int lbo_bytes, int sbo_bytes, int layout_type) {
   uint32_t lo = ((smem_addr(smem) & 0x3FFFF) >> 4) | (((lbo_bytes >> 4) & 0x3FFF) << 16);
   asm("shfl.sync.idx.b32 %0, %0, 0, 0x1f, 0xffffffff;" : "+r"(lo));

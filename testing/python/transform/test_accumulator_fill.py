@@ -43,12 +43,6 @@ def body_after(func, stmt):
     return None
 
 
-def fills_of(func, name):
-    return [s for s in find_all(func.body, tirx.For, lambda f: f.kind == tirx.ForKind.PARALLEL)
-            if isinstance(peel_parallel(s)[2], tirx.BufferStore) and
-            peel_parallel(s)[2].buffer.name == name]
-
-
 @pytest.mark.parametrize("causal,S", [(True, 1024), (False, 1000)])
 def test_masked_score_fill_moves_after_a_cleared_gemm(causal, S):
     f = deferred(flashattn(2, 4, S, 128, causal, block_M=128, block_N=128, num_stages=2,
