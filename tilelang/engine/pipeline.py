@@ -1,6 +1,6 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> MarkSourceLines -> LowerTileOps ->
+    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> DeferConsumerGemm -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> ShareDescriptors ->
     AssumeTripCounts -> LowerKernelLaunch -> CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
@@ -22,10 +22,10 @@ from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
 from ..transform import (accumulator_fill, affine_sizes, bool_vectors, check_bounds,
-                         consumer_pingpong, debug_barriers, float8_casts, legal_loops,
-                         narrow_float_arith, pass_config, round_storage, safe_global_access,
-                         safe_values, scalar_bindings, share_descriptors, subbyte_access,
-                         trip_counts, vector_casts, warp_specialize)
+                         consumer_pingpong, debug_barriers, defer_consumer_gemm, float8_casts,
+                         legal_loops, narrow_float_arith, pass_config, round_storage,
+                         safe_global_access, safe_values, scalar_bindings, share_descriptors,
+                         subbyte_access, trip_counts, vector_casts, warp_specialize)
 
 NAME = "tilelang"
 
@@ -48,6 +48,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         tl_transform.LayoutInference(),
         warp_specialize.WarpSpecialize(),
         tl_transform.InjectSoftwarePipeline(),
+        defer_consumer_gemm.DeferConsumerGemm(),
         check_bounds.MarkSourceLines(),
         tl_transform.LowerTileOps(),
         tl_transform.LowerParallelLoops(),

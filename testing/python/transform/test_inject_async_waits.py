@@ -106,10 +106,10 @@ def test_warp_specialized_gemm_keeps_one_wgmma_group_in_flight(wg_wait):
 
 
 def test_attention_overlaps_its_second_gemm():
-    """Attention: the softmax reads the scores at once, so ``Q @ K`` waits (pending 0); nothing
-    later in the iteration touches ``P @ V``'s accumulator, so its group stays in flight past
-    the row sums into the next iteration (whose first wait retires it), and the slot goes back
-    one iteration later (``k - 1``)."""
+    """Attention, with ``P @ V`` of iteration k - 1 issued after ``Q @ K`` of k
+    (DeferConsumerGemm): the softmax waits for the scores with ``P @ V`` still in flight
+    (pending 1), the cast that overwrites ``P`` waits for it (pending 0), and the slot of
+    iteration k - 1 goes back after that."""
     from programs import example
 
     fa = example("flash_attention/example_mha_fwd.py")
@@ -121,8 +121,8 @@ def test_attention_overlaps_its_second_gemm():
             t = f"{n} {int(c.args[0])}" if n == "wgmma_wait" else n
             if not seq or seq[-1] != t:
                 seq.append(t)
-    assert seq == ["wgmma_ss", "wgmma_commit", "wgmma_wait 0", "wgmma_rs", "wgmma_commit",
-                   "wgmma_wait 1", "mbarrier_arrive"], seq
+    assert seq == ["wgmma_ss", "wgmma_commit", "wgmma_rs", "wgmma_commit", "wgmma_wait 1",
+                   "wgmma_wait 0", "mbarrier_arrive"], seq
     (arrive,) = [c for n, c in calls if n == "mbarrier_arrive"]
     assert "k - 1" in _slot_of(arrive)
     waits = [int(c.args[0]) for c in _device_calls(f.body) if c.op.name == "tl.device.wgmma_wait"]
