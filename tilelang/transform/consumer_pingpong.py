@@ -38,7 +38,7 @@ from ..device.thread_group import WARP_GROUP, BarrierIds, ThreadGroup, barrier_u
     consumer_body_of, group_of, with_consumer_body
 from ..engine.target import is_cpu
 from ..ir_utils import StmtMutator, find_all, map_kernels, seq, thread_extent, uses_var
-from .passes import function_pass, target_of
+from .passes import function_pass, kernel_name, target_of
 
 log = logging.getLogger("tilelang")
 
@@ -162,8 +162,7 @@ def _named_ids(kernel) -> set:
 def PingPongConsumers(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs \
-        else "the kernel"
+    name = kernel_name(func)
 
     def one(kernel):
         tx, ext = thread_extent(kernel)

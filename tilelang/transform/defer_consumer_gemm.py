@@ -44,7 +44,7 @@ from ..ops.fill import Fill
 from ..ops.gemm import Gemm
 from ..ops.reduce import Reduce
 from .inject_async_waits import Region, _Tiles
-from .passes import function_pass, target_of
+from .passes import function_pass, kernel_name, target_of
 
 log = logging.getLogger("tilelang")
 
@@ -182,9 +182,10 @@ class _Defer(StmtMutator):
             if any(t.tile in inner for t in r | w):
                 return "it uses a tile allocated inside the loop"
         following = [of(substitute(x, {k: k + 1})) for x in stmts[:g1 + 1]]
+        uses = [of(x) for x in stmts]
         for i in deferred:  # what each deferred statement now runs after
-            passed = [of(stmts[j]) for j in range(i + 1, len(stmts)) if j not in deferred]
-            if any(_conflict(of(stmts[i]), x) for x in passed + following):
+            passed = [uses[j] for j in range(i + 1, len(stmts)) if j not in deferred]
+            if any(_conflict(uses[i], x) for x in passed + following):
                 return (f"statement {i} would move past a statement that uses what it reads "
                         "or writes")
         return None
@@ -194,8 +195,7 @@ class _Defer(StmtMutator):
 def DeferConsumerGemm(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs \
-        else "the kernel"
+    name = kernel_name(func)
     accesses = _Accesses(_Tiles(func.body))
 
     class _Bodies(StmtMutator):

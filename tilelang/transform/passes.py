@@ -62,6 +62,13 @@ def target_of(func: tirx.PrimFunc) -> Target:
     return t
 
 
+def kernel_name(func: tirx.PrimFunc, default: str = "the kernel") -> str:
+    """The function's ``global_symbol``, for messages; ``default`` when it has none."""
+    if func.attrs is not None and "global_symbol" in func.attrs:
+        return str(func.attrs["global_symbol"])
+    return default
+
+
 @contextlib.contextmanager
 def original_errors():
     """Re-raise a TileLangError that a pass raised inside TVM with its own type."""

@@ -30,7 +30,7 @@ from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ir_utils import StmtMutator, map_nodes, seq
 from ..utils.dtype import elements_per_byte
-from .passes import function_pass, target_of
+from .passes import function_pass, kernel_name, target_of
 
 U8 = "uint8"
 
@@ -190,8 +190,7 @@ class _Pack(StmtMutator):
 
 @function_pass("tl.PackSubByteStores")
 def PackSubByteStores(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    name = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs \
-        else "main"
+    name = kernel_name(func, "main")
     return func.with_body(_Pack(is_cpu(target_of(func)), name)(func.body))
 
 
