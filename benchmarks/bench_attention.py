@@ -3,10 +3,11 @@ against torch SDPA with the cuDNN and flash backends and a Triton kernel, in one
 
     python benchmarks/bench_attention.py [--cases PATTERN ...] [--causal both|yes|no]
                                          [--batch 8 --heads 16 --kv-heads 4 --seq 4096]
+                                         [--configs 128x128x3x256 ...]
 
 A case is a layout, a dtype and a head dim, run causal and not (names: `--list`; `--cases`
-takes shell patterns, e.g. 'bshd-*' or 'gqa-*'). Each tilelang case is the best of CONFIGS,
-checked against the example's torch reference; target "cuda" is the visible GPU (sm_90a on an
+takes shell patterns, e.g. 'bshd-*' or 'gqa-*'). Each tilelang case is the best of CONFIGS
+(or of ``--configs``: block_M x block_N x num_stages x threads), checked against the example's torch reference; target "cuda" is the visible GPU (sm_90a on an
 H100/H200: the warp-specialized TMA + WGMMA path). SDPA gets its native (B, H, S, D) layout
 (enable_gqa for GQA; a backend that refuses it is timed on K/V repeated to H heads, noted in the
 row). FLOPs = 4*B*H*S*S*D with H the query heads, halved when causal. Prints TFLOP/s and ratios
@@ -182,7 +183,8 @@ def triton_attention():
     return run
 
 
-def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3) -> dict:
+def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3,
+               configs: list = CONFIGS) -> dict:
     """One row: every configuration, the SDPA backends and Triton timed in interleaved
     ``rounds`` (each contender's median)."""
     mod = EXAMPLES[case.layout]
@@ -193,7 +195,7 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3) -> 
     tol = mod.TOLERANCE[case.dtype]
     row = {"case": case.name, "causal": causal, "config": None, "ours": None}
     contenders, errs = {}, {}
-    for cfg in CONFIGS:
+    for cfg in configs:
         try:
             kern = tilelang.compile(program(case, shape, causal, cfg), out_idx=[3], target="cuda")
         except tilelang.TileLangError as err:
@@ -240,6 +242,15 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3) -> 
     return row
 
 
+def config(text: str) -> tuple:
+    """``128x128x3x256`` -> (block_M, block_N, num_stages, threads)."""
+    parts = text.split("x")
+    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected block_M x block_N x num_stages x "
+                                         "threads, e.g. 128x128x3x256")
+    return tuple(int(p) for p in parts)
+
+
 def select(patterns: list[str] | None) -> list[Case]:
     if not patterns:
         return list(CASES)
@@ -262,7 +273,11 @@ def main(argv=None):
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn")
+    p.add_argument("--configs", nargs="+", type=config, metavar="MxNxSTAGESxTHREADS",
+                   help="the tile configurations to try (default: "
+                        f"{' '.join('x'.join(map(str, c)) for c in CONFIGS)})")
     args = p.parse_args(argv)
+    configs = args.configs or CONFIGS
     cases = select(args.cases)
     if args.list:
         print("\n".join(c.name for c in cases))
@@ -274,7 +289,7 @@ def main(argv=None):
     for case in cases:
         for causal in causals:
             t0 = time.time()
-            rows.append(bench_case(case, shape, causal, tri, args.rounds))
+            rows.append(bench_case(case, shape, causal, tri, args.rounds, configs))
             print(f"{case.name} causal={causal}: {time.time() - t0:.0f} s", flush=True)
             torch.cuda.empty_cache()
     write_json(rows, "bench_attention.json")

@@ -27,11 +27,15 @@ def bench_ms(fn: Callable[[], object]) -> float:
 def interleaved_ms(contenders: dict, rounds: int) -> tuple[dict, dict]:
     """Median milliseconds per call of each of ``contenders`` (name -> callable), over
     ``rounds`` rounds that each time every contender once with :func:`bench_ms`, in turn, so
-    that all of them run under the same clocks and temperatures; and each one's runs."""
-    runs: dict = {name: [] for name in contenders}
-    for _ in range(max(1, rounds)):
-        for name, fn in contenders.items():
-            runs[name].append(bench_ms(fn))
+    that all of them run under the same clocks and temperatures; and each one's runs.  Each
+    round starts one contender later than the one before, so that over as many rounds as
+    there are contenders each takes every place in the order: a GPU at its power limit slows
+    down as a round goes on, which would otherwise favour the contenders timed first."""
+    names = list(contenders)
+    runs: dict = {name: [] for name in names}
+    for r in range(max(1, rounds)):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            runs[name].append(bench_ms(contenders[name]))
     return {name: float(statistics.median(ms)) for name, ms in runs.items()}, runs
 
 

@@ -55,8 +55,8 @@ def _run(code: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-# Key tiles of 176 (FlashAttention-3's non-causal choice for D=128): 2 stages fit in shared
-# memory, and the last tile of every sequence length that is a power of two is partial.
+# Key tiles of 176 rows (FlashAttention-3's non-causal choice for D=128; slower than 128 here,
+# docs/benchmarks.md): a 2-stage ring, a block_N that is no power of two, a partial last tile.
 WIDE = dict(block_M=128, block_N=176, num_stages=2, threads=256)
 
 
