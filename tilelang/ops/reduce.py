@@ -433,21 +433,15 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
             out.insert(op.dim, tirx.const(0, "int32"))
         return out
 
-    def element(iv):
-        return loops.cast(tirx.BufferLoad(src, [rg.min + v for rg, v in
-                                                zip(op.src.region, iv)]), dt)
-
-    lanes = _fold_lanes(ls, op.dim) if src_frag else None
-    if lanes is None:
-        init = loops.loop_nest(tshape, lambda iv: tirx.BufferStore(tmp, identity(op.kind, dt),
-                                                                   list(iv)))
-        stmts.append(loops.with_layout(init, ld))
-        fold = loops.loop_nest(sshape, lambda iv: tirx.BufferStore(
-            tmp, combine(op.kind, tirx.BufferLoad(tmp, drop(iv)), element(iv), extreme),
-            drop(iv)))
-        stmts.append(loops.with_layout(fold, ls))
-    else:
-        stmts += _fold_in_lanes(op, ctx, ld, ls, tmp, sshape, lanes, drop, element, extreme)
+    init = loops.loop_nest(tshape, lambda iv: tirx.BufferStore(tmp, identity(op.kind, dt),
+                                                               list(iv)))
+    stmts.append(loops.with_layout(init, ld))
+    fold = loops.loop_nest(sshape, lambda iv: tirx.BufferStore(
+        tmp, combine(op.kind, tirx.BufferLoad(tmp, drop(iv)),
+                     loops.cast(tirx.BufferLoad(src, [rg.min + v for rg, v in
+                                                      zip(op.src.region, iv)]), dt),
+                     extreme), drop(iv)))
+    stmts.append(loops.with_layout(fold, ls))
     factors = _split_at_warp([x for x in ls.reduced_thread_factors(op.dim) if x.extent > 1])
     scratch = None
     if any(x.stride >= 32 for x in factors):
@@ -483,64 +477,6 @@ def _reduce_cuda(op: Reduce, ctx: LowerContext) -> tirx.Stmt:
 
     stmts.append(loops.with_layout(loops.loop_nest(tshape, finish), ld))
     return tirx.SeqStmt(stmts)
-
-
-def _fold_lanes(ls, dim: int) -> tuple[int, int] | None:
-    """How each thread splits its elements of a line among independent partial results, so
-    that its fold is several short dependency chains rather than one long one: (number of
-    partials, stride along ``dim`` of the register digit whose low part picks the partial),
-    or None where a thread holds fewer than 8 elements of a line."""
-    from ..layout.fragment import REG
-
-    inner, held, best = 1, 1, None
-    for x in reversed(ls.dims[dim]):
-        if x.kind == REG and x.extent > 1:
-            held *= x.extent
-            if best is None or x.extent > best[0].extent:
-                best = (x, inner)
-        inner *= x.extent
-    if best is None or held < 8:
-        return None
-    digit, stride = best
-    n = 4 if digit.extent % 4 == 0 else 2 if digit.extent % 2 == 0 else 1
-    return (n, stride) if n > 1 else None
-
-
-def _fold_in_lanes(op: Reduce, ctx: LowerContext, ld, ls, tmp, sshape: list, lanes: tuple,
-                   drop, element, extreme) -> list:
-    """Each thread folds its elements of a line into ``n`` partial results (element ``j`` of
-    the line into partial ``(j // stride) % n``), then combines the partials pairwise into
-    ``tmp``: the same result (a sum up to rounding order) with a dependency chain ``n`` times
-    shorter, which the thread's other work can no longer wait on."""
-    from ..layout import codec
-    from ..layout.fragment import REG, Factor, Fragment
-
-    n, stride = lanes
-    tshape = list(tmp.shape)
-    part = tirx.decl_buffer(tshape + [n], tmp.dtype, f"{tmp.name}_lane", scope="local.fragment")
-    lp = Fragment.from_factors(tshape + [n], ld.dims + [[Factor(len(tshape), n, REG,
-                                                                 ld.num_regs)]], ld.replicas)
-    ctx.layouts[part.__chandle__()] = lp
-    dt = str(tmp.dtype)
-
-    def lane(iv):
-        return drop(iv) + [tirx.floormod(tirx.floordiv(iv[op.dim], stride), n)]
-
-    def merge(iv):
-        vals = [tirx.BufferLoad(part, list(iv) + [tirx.const(k, "int32")]) for k in range(n)]
-        while len(vals) > 1:
-            vals = [combine(_fold_kind(op.kind), vals[k], vals[k + 1], extreme)
-                    for k in range(0, len(vals), 2)]
-        return tirx.BufferStore(tmp, vals[0], list(iv))
-
-    init = loops.loop_nest(tshape + [n], lambda iv: tirx.BufferStore(
-        part, identity(op.kind, dt), list(iv)))
-    fold = loops.loop_nest(sshape, lambda iv: tirx.BufferStore(
-        part, combine(op.kind, tirx.BufferLoad(part, lane(iv)), element(iv), extreme),
-        lane(iv)))
-    return [tirx.AllocBuffer(part, annotations={"tl.layout": codec.encode(lp)}),
-            loops.with_layout(init, lp), loops.with_layout(fold, ls),
-            loops.with_layout(loops.loop_nest(tshape, merge), ld)]
 
 
 def _split_at_warp(factors: list) -> list:
