@@ -272,7 +272,8 @@ def main(argv=None):
     p.add_argument("--kv-heads", type=int, default=4, help="K/V heads of the GQA cases")
     p.add_argument("--seq", type=int, default=4096)
     p.add_argument("--rounds", type=int, default=3,
-                   help="timing rounds: each round times every contender once, in turn")
+                   help="timing rounds: each round times every contender once, in turn, "
+                        "starting one contender later than the round before")
     p.add_argument("--configs", nargs="+", type=config, metavar="MxNxSTAGESxTHREADS",
                    help="the tile configurations to try (default: "
                         f"{' '.join('x'.join(map(str, c)) for c in CONFIGS)})")
