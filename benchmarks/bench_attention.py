@@ -7,8 +7,9 @@ against torch SDPA with the cuDNN and flash backends and a Triton kernel, in one
 
 A case is a layout, a dtype and a head dim, run causal and not (names: `--list`; `--cases`
 takes shell patterns, e.g. 'bshd-*' or 'gqa-*'). Each tilelang case is the best of CONFIGS
-(or of ``--configs``: block_M x block_N x num_stages x threads), checked against the example's torch reference; target "cuda" is the visible GPU (sm_90a on an
-H100/H200: the warp-specialized TMA + WGMMA path). SDPA gets its native (B, H, S, D) layout
+(or of ``--configs``: block_M x block_N x num_stages x threads), checked against the example's
+torch reference; target "cuda" is the visible GPU (sm_90a on an H100/H200: the
+warp-specialized TMA + WGMMA path). SDPA gets its native (B, H, S, D) layout
 (enable_gqa for GQA; a backend that refuses it is timed on K/V repeated to H heads, noted in the
 row). FLOPs = 4*B*H*S*S*D with H the query heads, halved when causal. Prints TFLOP/s and ratios
 (ours/X > 1: ours is faster); writes bench_attention.json next to the script (or under $OUT).

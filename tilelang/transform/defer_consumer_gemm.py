@@ -43,16 +43,16 @@ from ..ops.copy import Copy
 from ..ops.fill import Fill
 from ..ops.gemm import Gemm
 from ..ops.reduce import Reduce
-from .inject_async_waits import Region, _Tiles
+from .inject_async_waits import Region, _key, _Tiles
 from .passes import function_pass, kernel_name, target_of
 
 log = logging.getLogger("tilelang")
 
 _analyzer = Analyzer()
 
-
-def _key(x) -> int:
-    return x.__chandle__()
+# The regions each tile operator reads and writes, by field.
+_ROLES = {Gemm: (["A", "B", "C"], ["C"]), Copy: (["src"], ["dst"]), Fill: ([], ["dst"]),
+          Reduce: (["src", "dst"], ["dst"])}
 
 
 class _Accesses:
@@ -76,8 +76,7 @@ class _Accesses:
             op = decode(c)
             if op is not None:
                 regions = [a for a in c.args if isinstance(a, tvm.ir.TensorRegion)]
-                role = {Gemm: (["A", "B", "C"], ["C"]), Copy: (["src"], ["dst"]),
-                        Fill: ([], ["dst"]), Reduce: (["src", "dst"], ["dst"])}.get(type(op))
+                role = _ROLES.get(type(op))
                 if role is None:  # an operator whose roles this pass does not know
                     reads.update(self.region(r) for r in regions)
                     writes.update(self.region(r) for r in regions)
@@ -143,8 +142,9 @@ class _Defer(StmtMutator):
         if len(g) != 2:
             return self.generic(s)
         g1, g2 = g
-        deferred = self._deferred(stmts, g1, g2)
-        why = self._why_not(s, stmts, g1, deferred)
+        uses = [self.accesses.of(x) for x in stmts]
+        deferred = self._deferred(stmts, uses, g1, g2)
+        why = self._why_not(s, stmts, uses, g1, deferred)
         if why:
             log.debug("%s: the second gemm of the loop over %s is not deferred: %s",
                       self.name, s.loop_var.name, why)
@@ -164,25 +164,23 @@ class _Defer(StmtMutator):
             return out
         return tirx.IfThenElse(n > 0, out, None)
 
-    def _deferred(self, stmts: list, g1: int, g2: int) -> list[int]:
-        """``G2`` and the statements between the gemms that write its accumulator."""
+    @staticmethod
+    def _deferred(stmts: list, uses: list, g1: int, g2: int) -> list[int]:
+        """``G2`` and the statements between the gemms that write its accumulator
+        (``uses[i]``: the reads and writes of ``stmts[i]``)."""
         acc = _key(decode(stmts[g2]).C.source)
-        return [i for i in range(g1 + 1, g2)
-                if any(w.tile == acc for w in self.accesses.of(stmts[i])[1])] + [g2]
+        return [i for i in range(g1 + 1, g2) if any(w.tile == acc for w in uses[i][1])] + [g2]
 
-    def _why_not(self, s, stmts: list, g1: int, deferred: list[int]) -> str | None:
+    def _why_not(self, s, stmts: list, uses: list, g1: int, deferred: list[int]) -> str | None:
         k = s.loop_var
-        of = self.accesses.of
-        late = [stmts[i] for i in deferred]
-        if any(find_all(x, tvm.ir.Call, synchronizes) for x in late):
+        if any(find_all(stmts[i], tvm.ir.Call, synchronizes) for i in deferred):
             return "it synchronizes"
         inner = {_key(a.buffer) for a in find_all(s.body, tirx.AllocBuffer)}
-        for x in late:
-            r, w = of(x)
+        for i in deferred:
+            r, w = uses[i]
             if any(t.tile in inner for t in r | w):
                 return "it uses a tile allocated inside the loop"
-        following = [of(substitute(x, {k: k + 1})) for x in stmts[:g1 + 1]]
-        uses = [of(x) for x in stmts]
+        following = [self.accesses.of(substitute(x, {k: k + 1})) for x in stmts[:g1 + 1]]
         for i in deferred:  # what each deferred statement now runs after
             passed = [uses[j] for j in range(i + 1, len(stmts)) if j not in deferred]
             if any(_conflict(uses[i], x) for x in passed + following):
