@@ -1,4 +1,4 @@
-"""Which tensor parameters a tile program writes.
+"""Which tensor parameters a tile program writes, and which global tensors it reads.
 
 A parameter is written when the program stores to it (``B[i] = ...``), names it as the
 destination of a tile operator (``T.copy(x, B)``, ``T.fill``, ``T.atomic_*``, ``T.reduce_*``,
@@ -28,6 +28,68 @@ DESTINATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _buffers_in(node) -> list:
+    """The buffers ``node`` refers to as a whole or a region (not those in its indices)."""
+    found = []
+
+    def on_region(r):
+        found.append(r.source)
+        return tvm_ffi.WalkResult.SKIP
+
+    def on_node(n):
+        if is_buffer_var(n):
+            found.append(n)
+
+    tvm_ffi.structural_walk(node, [((tvm.ir.TensorRegion, tvm.ir.TensorLoad), on_region),
+                                   (object, on_node)], order="pre")
+    return found
+
+
+def read_tensors(body: tirx.Stmt) -> frozenset:
+    """The handles of the global tensors ``body`` reads: an element load, a tile operator's
+    argument other than its destinations (every argument of an operator whose destinations are
+    not known here), a raw buffer handed to any other call, and the buffers the indices of a
+    destination load.  Conservative, like :func:`written_params`."""
+    from ..ops.base import TILE_OPS
+
+    found: set = set()
+
+    def add(bufs) -> None:
+        found.update(b.__chandle__() for b in bufs
+                     if is_buffer_var(b) and b.scope() == "global")
+
+    def on_load(x):
+        add([x.source])
+
+    def walk(node) -> None:
+        tvm_ffi.structural_walk(node, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load)],
+                                order="pre")
+
+    def on_call(c: tvm.ir.Call):
+        if not isinstance(c.op, tvm.ir.Op):
+            return None
+        cls = TILE_OPS.get(c.op.name)
+        if cls is None:
+            add(c.args)
+            return None
+        fields = DESTINATIONS.get(c.op.name)
+        for name, arg in zip(cls.fields, c.args):
+            if fields is None or name not in fields:
+                add(_buffers_in(arg))
+                walk(arg)
+            elif isinstance(arg, tvm.ir.TensorRegion):  # a destination: its indices only
+                for r in arg.region:
+                    walk(r.min)
+                    walk(r.extent)
+            elif isinstance(arg, tvm.ir.TensorLoad):
+                for i in arg.indices:
+                    walk(i)
+        return tvm_ffi.WalkResult.SKIP
+
+    walk(body)
+    return frozenset(found)
+
+
 def written_params(func: tirx.PrimFunc) -> list[str]:
     """The names of the tensor parameters of ``func`` that its body may write, in order."""
     from ..ops.base import TILE_OPS
@@ -39,22 +101,6 @@ def written_params(func: tirx.PrimFunc) -> list[str]:
         for i, p in enumerate(params):
             if node.same_as(p):
                 written.add(i)
-
-    def buffers_in(node) -> list:
-        """The buffers ``node`` refers to as a whole or a region (not those in its indices)."""
-        found = []
-
-        def on_region(r):
-            found.append(r.source)
-            return tvm_ffi.WalkResult.SKIP
-
-        def on_node(n):
-            if is_buffer_var(n):
-                found.append(n)
-
-        tvm_ffi.structural_walk(node, [((tvm.ir.TensorRegion, tvm.ir.TensorLoad), on_region),
-                                       (object, on_node)], order="pre")
-        return found
 
     def on_store(s: tirx.BufferStore):
         mark(s.buffer)
@@ -71,9 +117,9 @@ def written_params(func: tirx.PrimFunc) -> list[str]:
         fields = DESTINATIONS.get(c.op.name)
         args = dict(zip(cls.fields, c.args))
         targets = list(c.args) if fields is None else [args[f] for f in fields if f in args]
-        hit = [b for t in targets for b in buffers_in(t)]
+        hit = [b for t in targets for b in _buffers_in(t)]
         if fields and not hit:  # a destination given by omission (e.g. in place): all of them
-            hit = buffers_in(c)
+            hit = _buffers_in(c)
         for b in hit:
             mark(b)
         return tvm_ffi.WalkResult.SKIP

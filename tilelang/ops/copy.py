@@ -447,15 +447,19 @@ def _tma_sync(op: Copy, ctx: LowerContext, plan: TmaPlan) -> tirx.Stmt:
     arm = _leader(ctx, [tirx.Evaluate(tma.mbarrier_arrive_expect_tx(tirx.address_of(b0),
                                                                     plan.nbytes))])
     ph = tirx.BufferLoad(phase, [0])
-    group_bar = device.barrier(ctx.barriers.of(ctx.group) if ctx.barriers else 0,
-                               ctx.group.count)
     return seq([
         tirx.AllocBuffer(bar, annotations={MBARRIER: [1]}),
         tirx.AllocBuffer(phase, annotations={KERNEL_VAR: 0}),
-        tirx.Evaluate(group_bar), arm, issue,
+        _group_barrier(ctx), arm, issue,
         tirx.Evaluate(tma.mbarrier_wait(tirx.address_of(b0), ph)),
         tirx.BufferStore(phase, tirx.bitwise_xor(ph, 1), [0]),
     ])
+
+
+def _group_barrier(ctx: LowerContext) -> tirx.Stmt:
+    """A barrier of the threads that run the op (the block's, or a ``T.ws`` group's)."""
+    return tirx.Evaluate(device.barrier(ctx.barriers.of(ctx.group) if ctx.barriers else 0,
+                                        ctx.group.count))
 
 
 def _sync_load(op: Copy, ctx: LowerContext) -> bool:
@@ -475,6 +479,41 @@ def _tma_sync_applies(op: Copy, ctx: LowerContext) -> bool:
     return _sync_load(op, ctx) and isinstance(_tma_plan_of(op, ctx), TmaPlan)
 
 
+def _sync_store(op: Copy, ctx: LowerContext) -> bool:
+    """A shared -> global copy of a tile by the whole group (not per element inside
+    ``T.Parallel``)."""
+    return R.scope_of(op.src).startswith("shared") and R.scope_of(op.dst) == "global" and \
+        not ctx.async_copy and not ctx.in_parallel
+
+
+def _as_load(op: Copy) -> Copy:
+    """The global -> shared copy with the geometry of the shared -> global copy ``op``."""
+    return Copy(span=op.span, src=op.dst, dst=op.src, coalesced_width=0,
+                disable_tma=op.disable_tma, eviction_policy="")
+
+
+def _tma_store_plan(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
+    gmem = R.buffer_of(op.dst)
+    if gmem.__chandle__() in ctx.kernel_read:
+        # a TMA store completes asynchronously; the kernel's own later reads of the tensor
+        # would need the store's full completion and a proxy fence
+        return f"the kernel also reads {gmem.name}"
+    return tma_plan(_as_load(op), ctx.target, ctx.config,
+                    ctx.tile_annotations.get(R.buffer_of(op.src).__chandle__(), {}),
+                    ctx.kernel_addressed)
+
+
+def _tma_store_applies(op: Copy, ctx: LowerContext) -> bool:
+    """A tile store that TMA can do (sm_90+, not turned off, see :func:`tma_plan`)."""
+    return _sync_store(op, ctx) and isinstance(_tma_store_plan(op, ctx), TmaPlan)
+
+
+def _copy_tma_store(op: Copy, ctx: LowerContext) -> tirx.Stmt:
+    """The tile leaves in TMA stores issued by one thread, which waits until they have read
+    the tile (so the tile may be written again after the group's next barrier)."""
+    return _tma_store_issue(_as_load(op), ctx, _tma_store_plan(op, ctx), 0, wait=True)
+
+
 def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier)
 
@@ -487,6 +526,7 @@ def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 Copy.lowering("cpu")(elementwise_copy)
 Copy.lowering("cuda", when=_in_tma_pipeline)(_copy_tma_producer)
 Copy.lowering("cuda", when=_tma_sync_applies)(_copy_tma_sync)
+Copy.lowering("cuda", when=_tma_store_applies)(_copy_tma_store)
 Copy.lowering("cuda")(_copy_cuda)
 
 
@@ -557,17 +597,23 @@ def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
     return _tma_issue(as_copy, ctx, plan, op.barrier, before=[expect], scope=scope)
 
 
-def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int) -> tirx.Stmt:
-    """Every thread orders its writes of the tile before the async proxy's reads; the leader
-    stores the boxes of ``plan`` (``op``: global ``src`` <- shared ``dst``) and commits them as
-    one bulk group."""
+def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int,
+                     wait: bool = False) -> tirx.Stmt:
+    """Every thread orders its writes of the tile before the async proxy's reads, then the
+    group meets at a barrier (the order the CUDA programming guide gives for a TMA store); the
+    leader stores the boxes of ``plan`` (``op``: global ``src`` <- shared ``dst``), commits
+    them as one bulk group and, with ``wait``, waits until the group has read the tile."""
     from ..ir_utils import seq
 
-    gbuf, tile = R.buffer_of(op.src), R.buffer_of(op.dst)
+    gbuf = R.buffer_of(op.src)
     tm = tensor_map_var(gbuf)
     stores = [tirx.Evaluate(tma.tma_store(tirx.address_of(tm), tirx.address_of(at), coords))
               for at, coords in _boxes(op, plan)]
-    body = seq([tirx.Evaluate(device.fence_proxy_async(
-        tirx.address_of(tirx.BufferLoad(tile, list(R.mins(op.dst)))))),
-        _scope_leader(ctx, scope, stores + [tirx.Evaluate(tma.tma_store_commit())])])
+    stores.append(tirx.Evaluate(tma.tma_store_commit()))
+    if wait:
+        stores.append(tirx.Evaluate(tma.tma_store_wait(0, read=True)))
+    # the fence names no tile: one naming the tile would count as a read of it, and put a
+    # barrier before the fence
+    body = seq([tirx.Evaluate(device.fence_proxy_async()), _group_barrier(ctx),
+                _scope_leader(ctx, scope, stores)])
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, gbuf, plan), body)

@@ -95,11 +95,15 @@ def _rw(stmt, aliases: dict | None = None) -> tuple[set, set, bool]:
         if eff.waits is not None:
             waited.add(eff.waits)
         if eff.completes_on is not None:
-            # published by the wait on its mechanism (below), or by the protocol that issued it
+            # its writes are published by the wait on its mechanism (below), or by the protocol
+            # that issued it; its reads (a TMA store's of its tile) start after it is issued,
+            # so earlier writes of the tile must be ordered before it like a plain read's
             for acc in eff.accesses:
+                bufs = {_key(b) for b in accessed_buffers(c, acc) if b.scope() in SHARED}
                 if acc.write:
-                    pending.setdefault(eff.completes_on, set()).update(
-                        _key(b) for b in accessed_buffers(c, acc) if b.scope() in SHARED)
+                    pending.setdefault(eff.completes_on, set()).update(bufs)
+                else:
+                    reads.update(bufs)
             return tvm_ffi.WalkResult.SKIP
         if eff.sync is not None and eff.sync.at_entry:
             entry.append(c)

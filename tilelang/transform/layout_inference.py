@@ -452,7 +452,7 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
             recorded = op.infer_layout(_InGroup(st, grp))
         if recorded is not None:
             st.recorded[key(stmt)] = recorded
-    swizzle = st.resolve_shared() | staging_tiles(body, col, st)
+    swizzle = st.resolve_shared() | _staging_swizzles(staging_tiles(body, col, st), col, st)
     # a fragment that scalar code reads is held whole by every thread (unless an op fixed it)
     for buf, idx in col.scalar_reads.values():
         if st.layout(buf) is None:
@@ -515,6 +515,28 @@ def staging_tiles(body, col: _Collect, st: _State) -> set:
         in_copies = sum(_mentions(stmt, b) for _, stmt in copies)
         if in_copies and in_copies == _mentions(body, b):
             out.add(k)
+    return out
+
+
+def _staging_swizzles(staged: set, col: _Collect, st: _State) -> set:
+    """The staging tiles (``staging_tiles``) that take the sm80 swizzle; where TMA is on
+    (sm_90+), each tile whose rows a TMA/GMMA swizzle fits takes the widest such swizzle
+    instead (in ``st.shared_layouts``): as free of bank conflicts for the fragment's writes,
+    and one that a TMA store reads (``T.copy`` of the tile to global memory)."""
+    from ..layout.swizzle import gmma_swizzle_bytes, make_gmma_swizzled_layout
+    from ..ops.copy import tma_enabled
+
+    if not tma_enabled(st.target, st.config):
+        return staged
+    out = set()
+    for b in col.shared:
+        k = key(b)
+        if k not in staged:
+            continue
+        if gmma_swizzle_bytes(int(b.shape[-1]), b.dtype) is None or int(b.shape[-2]) % 8:
+            out.add(k)
+        else:
+            st.shared_layouts[k] = codec.encode(make_gmma_swizzled_layout(b))
     return out
 
 

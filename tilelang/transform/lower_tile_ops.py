@@ -14,6 +14,7 @@ from tvm.sym import Analyzer
 
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
+from ..jit.effects import read_tensors
 from ..language.pointer import kernel_addressed
 from ..language.view import reshaped_layout, shared_view_layout, viewed_buffer
 from ..layout import codec
@@ -126,5 +127,6 @@ class _Lower(StmtMutator):
 def LowerTileOps(func: tirx.PrimFunc) -> tirx.PrimFunc:
     target = target_of(func)
     ctx = LowerContext(target=target, family=family(target), analyzer=Analyzer(),
-                       config=pass_config.current(), kernel_addressed=kernel_addressed(func.body))
+                       config=pass_config.current(), kernel_addressed=kernel_addressed(func.body),
+                       kernel_read=read_tensors(func.body))
     return func.with_body(_Lower(ctx)(func.body))

@@ -2,7 +2,8 @@
 
 CPU (nvcc): the default sm_90a GEMM's PTX holds ``setmaxnreg`` (the producer's decrease, the
 consumers' increase with two consumer warp groups), none with one consumer warp group (its
-threads start with more than they would ask for) and none with ``tl.disable_warp_specialized``.  GPU (sm_90, each kernel in a subprocess under ``timeout``,
+threads start with more than they would ask for) and none with ``tl.disable_warp_specialized``;
+a GEMM whose result goes out through a shared tile stores it with TMA.  GPU (sm_90, each kernel in a subprocess under ``timeout``,
 since a wrong barrier count hangs the GPU): results against torch for the warp-specialized
 GEMM (one and two consumer warp groups, trip counts 1 and 2 with 3 stages, a dynamic K), a
 Q tile loaded before the loop, two pipelined loops in one kernel, a loop under an ``if`` (both
@@ -46,6 +47,22 @@ def test_default_sm90a_gemm_ptx_has_setmaxnreg():
     src, ptx = _ptx(matmul(1024, 1024, 1024, 128, 128, 64, num_stages=3, threads=256),
                     **{"tl.disable_warp_specialized": True})
     assert "setmaxnreg" not in ptx and "__launch_bounds__(256)" in src
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_shared_epilogue_leaves_in_tma_stores():
+    # C_s takes the 128-byte TMA swizzle (panels of 64 columns): four boxes of 64 x 128, then
+    # the issuing thread waits until they have read C_s
+    src, ptx = _ptx(matmul(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256,
+                           shared_epilogue=True))
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
+    assert "cp.async.bulk.commit_group" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
+    # every consumer thread fences its writes of C_s, then the consumers meet, then one stores
+    tail = src[src.index("tvm_builtin_ptx_fence_proxy_proxy_async();"):]
+    assert tail.index("barrier_sync_count_sync(((uint)4), ((uint)256))") < tail.index("s2g")
+    _, ptx = _ptx(matmul(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256,
+                         shared_epilogue=True), **{"tl.disable_tma_lower": True})
+    assert "cp.async.bulk.tensor" not in ptx
 
 
 gpu = [pytest.mark.gpu, pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")]

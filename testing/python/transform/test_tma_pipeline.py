@@ -144,9 +144,48 @@ def test_copy_outside_pipeline_is_synchronous_tma():
 
     f = lowered(k)
     inits, tx, maps = ring_summary(f)
-    assert inits == [1] and tx == [64 * 64 * 2] and len(maps) == 1
+    assert inits == [1] and tx == [64 * 64 * 2] and len(maps) == 2  # A's, and B's for the store
     # the ragged last block reads rows 192..255 of 200: the hardware zero-fills, no guard
     (load,) = calls(f, "tma_load")
     (wait,) = calls(f, "mbarrier_wait")
     assert "S_tma_phase = S_tma_phase ^ 1" in f.script()
     assert effects.effect_of(load).completes_on == effects.Mechanism.MBARRIER
+
+
+def _tile_through_shared(read_back=False, **copy_kw):
+    @T.prim_func
+    def k(A: T.Tensor((200, 64), "float16"), B: T.Tensor((200, 64), "float16")):
+        with T.Kernel(4, threads=128) as bx:
+            S = T.alloc_shared((64, 64), "float16")
+            T.copy(A[bx * 64, 0], S)
+            for i, j in T.Parallel(64, 64):
+                S[i, j] = S[i, j] * T.float16(2)
+            T.copy(S, B[bx * 64, 0], **copy_kw)
+            if read_back:
+                A[bx * 64, 0] = B[bx * 64, 1]
+
+    return k
+
+
+def test_copy_of_a_tile_to_global_is_a_tma_store():
+    f = lowered(_tile_through_shared())
+    # the ragged last block writes rows 192..255 of 200: the hardware clips the box, no guard
+    assert len(calls(f, "tma_store")) == 1 and len(calls(f, "tma_store_commit")) == 1
+    (wait,) = calls(f, "tma_store_wait")
+    assert len(wait.args) == 1  # .read: until the stores have read S
+    text = f.script()
+    # every thread fences its writes of S (async proxy), the block meets, thread 0 stores
+    fence = text.index("T.device_fence_proxy_async()")
+    bar = text.index("T.device_barrier(0, 128)", fence)
+    assert fence < bar < text.index("if tx == 0:", bar) < text.index("T.device_tma_store(", bar)
+    # the others: after the mbarrier's init, and the load's (earlier readers of S are done)
+    assert text.count("T.device_barrier(") == 3
+
+
+@pytest.mark.parametrize("case", ["read back", "disable_tma", "disable_tma_lower", "sm_80"])
+def test_tile_stores_without_tma(case):
+    prog = _tile_through_shared(read_back=case == "read back",
+                                **({"disable_tma": True} if case == "disable_tma" else {}))
+    cfg = {"tl.disable_tma_lower": True} if case == "disable_tma_lower" else {}
+    f = lowered(prog, target="cuda -arch=sm_80" if case == "sm_80" else SM90, **cfg)
+    assert not calls(f, "tma_store") and not calls(f, "tma_store_wait")

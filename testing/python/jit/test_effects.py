@@ -1,0 +1,29 @@
+"""``tilelang.jit.effects``: which tensors a tile program writes and which it reads."""
+
+import tilelang.language as T
+from tilelang.jit.effects import read_tensors, written_params
+
+
+def _program():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+             C: T.Tensor((64,), "int32"), D: T.Tensor((64, 64), "float16"),
+             E: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            T.copy(A, S)                    # A read
+            T.copy(S, B[C[0], 0])           # B written; C read in the destination's index
+            D[0, 0] = E[1, 1]               # D written; E read element-wise
+
+    return main
+
+
+def test_read_tensors():
+    f = _program()
+    handles = {p.name: f.buffer_map[p].__chandle__() for p in f.params}
+    reads = read_tensors(f.body)
+    assert {n for n, h in handles.items() if h in reads} == {"A", "C", "E"}
+
+
+def test_written_params():
+    assert written_params(_program()) == ["B", "D"]
