@@ -21,9 +21,10 @@ statement of the body that conflicts with the end of the previous iteration.  An
 per tile (not per element), so it errs towards more barriers.  Barriers are only placed in
 code uniform over the group: never inside per-thread loops or under other conditions on the
 thread index.  Accesses are read from loads/stores and from the declared effects of device
-ops: an op that completes asynchronously (cp.async) is left to the protocol that issued it,
-an op with a barrier at entry (a cross-warp all-reduce) needs none before it, and a barrier
-op ends the hazards of its group.  CPU: unchanged.
+ops: the writes of an op that completes asynchronously (cp.async) are left to the protocol
+that issued it (its reads, such as a TMA store's of its tile, count), an op with a barrier
+at entry (a cross-warp all-reduce) needs none before it, and a barrier op ends the hazards
+of its group.  CPU: unchanged.
 """
 
 from __future__ import annotations
