@@ -1,4 +1,5 @@
-"""Which tensor parameters a tile program writes, and which global tensors it reads.
+"""Which tensor parameters a tile program writes, and which global tensors it touches other
+than as the destination of a ``T.copy``.
 
 A parameter is written when the program stores to it (``B[i] = ...``), names it as the
 destination of a tile operator (``T.copy(x, B)``, ``T.fill``, ``T.atomic_*``, ``T.reduce_*``,
@@ -45,11 +46,12 @@ def _buffers_in(node) -> list:
     return found
 
 
-def read_tensors(body: tirx.Stmt) -> frozenset:
-    """The handles of the global tensors ``body`` reads: an element load, a tile operator's
-    argument other than its destinations (every argument of an operator whose destinations are
-    not known here), a raw buffer handed to any other call, and the buffers the indices of a
-    destination load.  Conservative, like :func:`written_params`."""
+def accessed_besides_copies(body: tirx.Stmt) -> frozenset:
+    """The handles of the global tensors ``body`` accesses other than as the destination of a
+    ``T.copy``: element loads and stores, every other tile-operator argument (the destinations
+    of ``T.fill``, ``T.atomic_*`` and the like included), a raw buffer handed to any other
+    call, and the buffers in the indices of a ``T.copy``'s destination.  A tensor outside the
+    answer is only ever written, and only by ``T.copy``."""
     from ..ops.base import TILE_OPS
 
     found: set = set()
@@ -61,9 +63,12 @@ def read_tensors(body: tirx.Stmt) -> frozenset:
     def on_load(x):
         add([x.source])
 
+    def on_store(s):
+        add([s.buffer])
+
     def walk(node) -> None:
-        tvm_ffi.structural_walk(node, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load)],
-                                order="pre")
+        tvm_ffi.structural_walk(node, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
+                                       (tirx.BufferStore, on_store)], order="pre")
 
     def on_call(c: tvm.ir.Call):
         if not isinstance(c.op, tvm.ir.Op):
@@ -72,12 +77,11 @@ def read_tensors(body: tirx.Stmt) -> frozenset:
         if cls is None:
             add(c.args)
             return None
-        fields = DESTINATIONS.get(c.op.name)
         for name, arg in zip(cls.fields, c.args):
-            if fields is None or name not in fields:
+            if c.op.name != "tl.copy" or name != "dst":
                 add(_buffers_in(arg))
                 walk(arg)
-            elif isinstance(arg, tvm.ir.TensorRegion):  # a destination: its indices only
+            elif isinstance(arg, tvm.ir.TensorRegion):  # a copy's destination: its indices
                 for r in arg.region:
                     walk(r.min)
                     walk(r.extent)

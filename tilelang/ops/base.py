@@ -50,7 +50,8 @@ class LowerContext:
     tile_annotations: dict = field(default_factory=dict)  # shared tile handle -> its annotations
     in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
     kernel_addressed: frozenset = frozenset()  # tensor handles whose address the kernel computes
-    kernel_read: frozenset = frozenset()  # handles of the global tensors the kernel reads
+    # handles of the global tensors the kernel accesses other than as a T.copy destination
+    kernel_touched: frozenset = frozenset()
 
     @property
     def num_threads(self) -> int:

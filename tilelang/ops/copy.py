@@ -494,10 +494,10 @@ def _as_load(op: Copy) -> Copy:
 
 def _tma_store_plan(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
     gmem = R.buffer_of(op.dst)
-    if gmem.__chandle__() in ctx.kernel_read:
-        # a TMA store completes asynchronously; the kernel's own later reads of the tensor
-        # would need the store's full completion and a proxy fence
-        return f"the kernel also reads {gmem.name}"
+    if gmem.__chandle__() in ctx.kernel_touched:
+        # a TMA store's global writes land asynchronously, unordered with the kernel's own
+        # other reads and writes of the tensor
+        return f"the kernel also reads {gmem.name} or writes it other than by T.copy"
     return tma_plan(_as_load(op), ctx.target, ctx.config,
                     ctx.tile_annotations.get(R.buffer_of(op.src).__chandle__(), {}),
                     ctx.kernel_addressed)

@@ -1,7 +1,8 @@
-"""``tilelang.jit.effects``: which tensors a tile program writes and which it reads."""
+"""``tilelang.jit.effects``: which tensors a tile program writes, and which it touches other
+than as the destination of a ``T.copy``."""
 
 import tilelang.language as T
-from tilelang.jit.effects import read_tensors, written_params
+from tilelang.jit.effects import accessed_besides_copies, written_params
 
 
 def _program():
@@ -18,11 +19,11 @@ def _program():
     return main
 
 
-def test_read_tensors():
+def test_accessed_besides_copies():
     f = _program()
     handles = {p.name: f.buffer_map[p].__chandle__() for p in f.params}
-    reads = read_tensors(f.body)
-    assert {n for n, h in handles.items() if h in reads} == {"A", "C", "E"}
+    touched = accessed_besides_copies(f.body)
+    assert {n for n, h in handles.items() if h in touched} == {"A", "C", "D", "E"}
 
 
 def test_written_params():
