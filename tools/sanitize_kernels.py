@@ -1,5 +1,6 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
-without specialization, sm80 path, an epilogue through shared memory reusing the stage ring),
+without specialization, sm80 path, an epilogue through shared memory reusing the stage ring,
+a persistent one storing each tile through one shared tile with TMA),
 the attention forward (one consumer warp group, and two taking turns at their first gemm:
 ``PingPongConsumers``) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
@@ -51,6 +52,10 @@ def main():
     persistent = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2), out_idx=[2])
     pb = torch.randn(256, 384, device="cuda", dtype=torch.float16)
     c_pers = persistent(a, pb)
+    # one shared tile per block, stored with TMA once per tile and written again for the next
+    pers_staged = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2,
+                                                   shared_epilogue=True), out_idx=[2])
+    c_pers_staged = pers_staged(a, pb)
     src = gemm.get_kernel_source()
     print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
           "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
@@ -78,11 +83,13 @@ def main():
             float((c_wide.float() - (a.float() @ b.float())).abs().max()),
             float((c_staged.float() - (a.float() @ b.float())).abs().max()),
             float((c_pers - (a.float() @ pb.float())).abs().max()),
+            float((c_pers_staged - (a.float() @ pb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((o_turns.float() - fa.reference(tq, tk, tv, True).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
-          "shared-epilogue gemm, persistent gemm, attention, attention with turns, "
+          "shared-epilogue gemm, persistent gemm, persistent shared-epilogue gemm, attention, "
+          "attention with turns, "
           "thread groups):", errs)
 
 

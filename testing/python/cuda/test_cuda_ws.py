@@ -195,11 +195,15 @@ def test_ws_loop_under_if(tmp_path):
 
 def test_ws_persistent_gemm(tmp_path):
     """Blocks walking several tiles each (T.Persistent): the ring's phase carries from one
-    tile's loop to the next in both roles; tile counts that do and do not divide evenly."""
+    tile's loop to the next in both roles; tile counts that do and do not divide evenly; a
+    shared tile stored with TMA once per tile and written again for the next."""
     run(tmp_path, """
-        for M, N, K, blocks in ((512, 512, 256, 3), (384, 640, 64, 4), (256, 256, 1024, 132)):
-            k = tilelang.compile(persistent_gemm(M, N, K, blocks=blocks), out_idx=[2],
-                                 target="cuda")
+        for (M, N, K, blocks), staged in (((512, 512, 256, 3), False), ((384, 640, 64, 4), False),
+                                          ((256, 256, 1024, 132), False),
+                                          ((512, 512, 256, 3), True), ((384, 640, 64, 4), True)):
+            # staged: each tile goes out through one shared tile in TMA stores
+            k = tilelang.compile(persistent_gemm(M, N, K, blocks=blocks, shared_epilogue=staged),
+                                 out_idx=[2], target="cuda")
             specialized(k, 384)
             a = torch.randn(M, K, device="cuda", dtype=torch.float16)
             b = torch.randn(K, N, device="cuda", dtype=torch.float16)

@@ -117,9 +117,10 @@ def stream_sum(M=512, threads=128):
 
 
 def persistent_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, blocks=3, threads=256,
-                    stages=3):
+                    stages=3, shared_epilogue=False):
     """C = A @ B by ``blocks`` persistent blocks, each walking its tiles (``T.Persistent``)
-    with a pipelined loop per tile: the producer runs ahead into the next tile."""
+    with a pipelined loop per tile: the producer runs ahead into the next tile.
+    ``shared_epilogue``: each tile goes out through one shared tile, written again per tile."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
@@ -128,13 +129,18 @@ def persistent_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, blocks=3, thread
             A_s = T.alloc_shared((bm, bk), "float16")
             B_s = T.alloc_shared((bk, bn), "float16")
             C_f = T.alloc_fragment((bm, bn), "float32")
+            C_s = T.alloc_shared((bm, bn), "float32")
             for by, bx in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], blocks, bid):
                 T.clear(C_f)
                 for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
                     T.copy(A[by * bm, k * bk], A_s)
                     T.copy(B[k * bk, bx * bn], B_s)
                     T.gemm(A_s, B_s, C_f)
-                T.copy(C_f, C[by * bm, bx * bn])
+                if shared_epilogue:
+                    T.copy(C_f, C_s)
+                    T.copy(C_s, C[by * bm, bx * bn])
+                else:
+                    T.copy(C_f, C[by * bm, bx * bn])
 
     return main
 
@@ -434,3 +440,19 @@ def test_persistent_kernel_is_specialized_with_its_own_loop_variables():
     assert not {v.__chandle__() for v in producer} & {v.__chandle__() for v in consumer}
     src = tilelang.compile(persistent_gemm(), out_idx=[2], target=SM90).get_kernel_source()
     assert src.count("setmaxnreg") >= 2 and "__launch_bounds__(384)" in src
+
+
+def test_persistent_shared_epilogue_waits_for_its_store_before_the_next_tile():
+    """C_s goes out in TMA stores once per tile: the issuing thread waits until they have read
+    it, and the consumers' barrier comes before the next tile's writes of C_s."""
+    f = lowered(persistent_gemm(shared_epilogue=True))
+    (consumer,) = [body for (off, cnt), body in regions(f).items() if off == 0]
+    tiles = find_all(consumer, tirx.For)[0]  # the outermost: the loop over tiles
+    text = tiles.script()
+    assert len(dev_calls(tiles, "tma_store")) == 4  # 128 float32 columns: four 128-byte panels
+    store = text.index("T.device_tma_store(")
+    assert text.index("T.device_tma_store_wait(0)") > store
+    # in each tile: the consumers' barrier, then C_s written, then fence, barrier, stores
+    first_write = text.index("C_s[")
+    assert text.rindex("T.device_barrier(4, 256)", 0, first_write) < first_write < \
+        text.index("T.device_fence_proxy_async()") < store
