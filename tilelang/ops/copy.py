@@ -371,10 +371,10 @@ def _depends_on_data(e) -> bool:
     return bool(find_all(e, tvm.ir.TensorLoad))
 
 
-def _tma_plan_of(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
+def _tma_plan_of(op: Copy, ctx: LowerContext, issuer_indices: bool = False) -> "TmaPlan | str":
     return tma_plan(op, ctx.target, ctx.config,
                     ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}),
-                    ctx.kernel_addressed)
+                    ctx.kernel_addressed, issuer_indices)
 
 
 def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
@@ -486,10 +486,15 @@ def _sync_store(op: Copy, ctx: LowerContext) -> bool:
         not ctx.async_copy and not ctx.in_parallel
 
 
+def _load_geometry(span, gmem, tile, disable_tma: bool = False) -> Copy:
+    """The global -> shared copy of region ``gmem`` into ``tile``: a TMA move between them,
+    either way, has its geometry."""
+    return Copy(span=span, src=gmem, dst=tile, coalesced_width=0, disable_tma=disable_tma,
+                eviction_policy="")
+
+
 def _as_load(op: Copy) -> Copy:
-    """The global -> shared copy with the geometry of the shared -> global copy ``op``."""
-    return Copy(span=op.span, src=op.dst, dst=op.src, coalesced_width=0,
-                disable_tma=op.disable_tma, eviction_policy="")
+    return _load_geometry(op.span, op.dst, op.src, op.disable_tma)
 
 
 def _tma_store_plan(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
@@ -498,9 +503,7 @@ def _tma_store_plan(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
         # a TMA store's global writes land asynchronously, unordered with the kernel's own
         # other reads and writes of the tensor
         return f"the kernel also reads {gmem.name} or writes it other than by T.copy"
-    return tma_plan(_as_load(op), ctx.target, ctx.config,
-                    ctx.tile_annotations.get(R.buffer_of(op.src).__chandle__(), {}),
-                    ctx.kernel_addressed)
+    return _tma_plan_of(_as_load(op), ctx)
 
 
 def _tma_store_applies(op: Copy, ctx: LowerContext) -> bool:
@@ -582,12 +585,8 @@ def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
 
     store = op.barrier is None
     gmem, tile = (op.dst, op.src) if store else (op.src, op.dst)
-    # the geometry of a global <-> tile move is that of the global -> shared copy
-    as_copy = Copy(span=op.span, src=gmem, dst=tile, coalesced_width=0, disable_tma=False,
-                   eviction_policy="")
-    plan = tma_plan(as_copy, ctx.target, ctx.config,
-                    ctx.tile_annotations.get(R.buffer_of(tile).__chandle__(), {}),
-                    ctx.kernel_addressed, issuer_indices=True)
+    as_copy = _load_geometry(op.span, gmem, tile)
+    plan = _tma_plan_of(as_copy, ctx, issuer_indices=True)
     if not isinstance(plan, TmaPlan):
         raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: {plan}")
     scope = int(op.leader_scope or 0)
