@@ -33,7 +33,8 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
              tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 
 # (block_M, block_N, block_K, threads, num_stages, epilogue): the epilogue stores C from the
-# registers ("r") or through a shared tile ("s")
+# registers ("r") or through a shared tile ("s"); "pr" and "ps" are the same in a persistent
+# kernel (one block per SM walking the tiles in T.Persistent's grouped order)
 CONFIGS = [(128, 128, 64, 128, 3, "r"), (128, 128, 64, 128, 4, "r"), (128, 256, 32, 256, 3, "r"),
            (128, 256, 64, 256, 3, "r"), (128, 256, 64, 256, 4, "r"), (256, 128, 64, 256, 3, "r"),
            (128, 256, 64, 256, 4, "s")]
@@ -41,12 +42,52 @@ QUICK = [(128, 256, 64, 256, 4, "r"), (128, 256, 64, 256, 3, "s"), (128, 256, 64
 
 
 def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=8,
-           out_dtype=None):
+           out_dtype=None, blocks=None):
     """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs);
-    ``epilogue`` "s" sends C out through a shared tile, as the public TileLang's examples do."""
+    ``epilogue`` "s" sends C out through a shared tile, as the public TileLang's examples do;
+    "pr"/"ps" make it a persistent kernel of ``blocks`` blocks (default: one per SM)."""
     k_major = dtype.startswith("float8")
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
+    persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith("s")
+
+    @T.macro
+    def tile(A, B, C, A_s, B_s, C_f, C_s, bx, by):
+        T.clear(C_f)
+        for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
+            T.copy(A[by * bM, k * bK], A_s)
+            if k_major:
+                T.copy(B[bx * bN, k * bK], B_s)
+            else:
+                T.copy(B[k * bK, bx * bN], B_s)
+            T.gemm(A_s, B_s, C_f, transpose_B=k_major)
+        if shared_epilogue:
+            T.copy(C_f, C_s)
+            T.copy(C_s, C[by * bM, bx * bN])
+        else:
+            T.copy(C_f, C[by * bM, bx * bN])
+
+    if persistent:
+        blocks = blocks or torch.cuda.get_device_properties(0).multi_processor_count
+
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype),
+                 C: T.Tensor((M, N), out_dtype)):
+            with T.Kernel(blocks, threads=threads) as bid:
+                A_s = T.alloc_shared((bM, bK), dtype)
+                B_s = T.alloc_shared(bs_shape, dtype)
+                C_f = T.alloc_fragment((bM, bN), "float32")
+                if shared_epilogue:
+                    C_s = T.alloc_shared((bM, bN), out_dtype)
+                    for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], blocks,
+                                               bid, group_size=panel):
+                        tile(A, B, C, A_s, B_s, C_f, C_s, bx, by)
+                else:
+                    for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], blocks,
+                                               bid, group_size=panel):
+                        tile(A, B, C, A_s, B_s, C_f, C_f, bx, by)
+
+        return main
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype),
@@ -56,20 +97,11 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared(bs_shape, dtype)
             C_f = T.alloc_fragment((bM, bN), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bK), num_stages=num_stages):
-                T.copy(A[by * bM, k * bK], A_s)
-                if k_major:
-                    T.copy(B[bx * bN, k * bK], B_s)
-                else:
-                    T.copy(B[k * bK, bx * bN], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=k_major)
-            if epilogue == "s":
+            if shared_epilogue:
                 C_s = T.alloc_shared((bM, bN), out_dtype)
-                T.copy(C_f, C_s)
-                T.copy(C_s, C[by * bM, bx * bN])
+                tile(A, B, C, A_s, B_s, C_f, C_s, bx, by)
             else:
-                T.copy(C_f, C[by * bM, bx * bN])
+                tile(A, B, C, A_s, B_s, C_f, C_f, bx, by)  # C_f stands in for the unused C_s
 
     return main
 

@@ -107,9 +107,9 @@ _pending_persistent: dict[int, Any] = {}
 def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: int = 8):
     """``for i, j in T.Persistent([M, N], wave_size, index)``: the tiles of the ``M x N`` grid
     that the persistent block ``index`` of ``wave_size`` blocks processes: tiles ``index``,
-    ``index + wave_size``, ... in row-major order, one per iteration, so that the
-    ``wave_size`` blocks together visit every tile exactly once.  ``group_size`` (tile
-    rasterization for L2 reuse) is accepted; the order here is row-major."""
+    ``index + wave_size``, ... of the grouped order (:func:`grouped_tile`), one per
+    iteration, so that the ``wave_size`` blocks together visit every tile exactly once and
+    the blocks of one wave share operand panels in L2."""
     domain = list(domain) if isinstance(domain, (list, tuple)) else [domain]
     if not domain:
         raise DSLError("T.Persistent needs at least one extent in its domain")
@@ -121,8 +121,32 @@ def Persistent(domain: Sequence[Any], wave_size: Any, index: Any, group_size: in
     waves = Analyzer().simplify(tirx.floordiv(total + wave_size - 1, wave_size))
     frame = _T.grid(waves, *([1] * (len(domain) - 1)))
     vars_ = list(frame.vars)
-    _pending_persistent[vars_[0].__chandle__()] = (vars_, domain, total, wave_size, index)
+    _pending_persistent[vars_[0].__chandle__()] = (vars_, domain, total, wave_size, index,
+                                                   group_size)
     return frame
+
+
+def grouped_tile(tile: Any, domain: Sequence[Any], group_size: int) -> list:
+    """The coordinates of the ``tile``-th tile of ``domain`` in grouped order: the last axis
+    is cut into groups of ``group_size`` columns (the last group may be narrower), the groups
+    are visited in turn, and inside a group the columns vary fastest, then the leading axes
+    in row-major order.  Consecutive tiles thus share a row (an A panel of a GEMM) and a
+    wave of blocks stays within a few column panels (of B)."""
+    from ..ops.loops import unflatten
+
+    *lead, cols = list(domain)
+    if not lead:
+        return [tile]
+    rows = tirx.const(1, "int32")
+    for e in lead:
+        rows = rows * e
+    width = tirx.min(tirx.const(group_size, "int32"), cols)
+    per_group = rows * width
+    first_col = tirx.floordiv(tile, per_group) * width
+    in_group = tile - first_col * rows
+    group_width = tirx.min(width, cols - first_col)
+    return [*unflatten(tirx.floordiv(in_group, group_width), lead),
+            first_col + tirx.floormod(in_group, group_width)]
 
 
 def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -153,14 +177,14 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
             return tirx.For(s.loop_var, s.min, s.extent, tirx.ForKind.PARALLEL, body, None,
                             ann, s.step)
 
-        def _persistent(self, s, vars_, domain, total, wave_size, index):
+        def _persistent(self, s, vars_, domain, total, wave_size, index, group_size):
             body = s
             for _ in vars_:  # the grid's loops, the coordinate ones of extent 1
                 body = body.body
             body = self(body)
             wave = s.loop_var
             tile = wave * wave_size + index
-            body = substitute(body, dict(zip(vars_, unflatten(tile, domain))))
+            body = substitute(body, dict(zip(vars_, grouped_tile(tile, domain, group_size))))
             guarded = tirx.IfThenElse(tile < total, body, None)
             return tirx.For(wave, s.min, s.extent, tirx.ForKind.SERIAL, guarded, None,
                             s.annotations, s.step)

@@ -21,24 +21,45 @@ def visit(domain, blocks):
     return kernel
 
 
-def visit2(m, n, blocks):
+def visit2(m, n, blocks, group_size=8):
     @T.prim_func
     def kernel(Visited: T.Tensor((m, n), T.int32), Owner: T.Tensor((m, n), T.int32)):
         with T.Kernel(blocks, threads=1) as block_id:
-            for i, j in T.Persistent([m, n], blocks, block_id):
+            for i, j in T.Persistent([m, n], blocks, block_id, group_size=group_size):
                 Visited[i, j] += 1
                 Owner[i, j] = block_id
 
     return kernel
 
 
-@pytest.mark.parametrize("m,n,blocks", [(4, 8, 3), (4, 9, 3), (4, 12, 3), (4, 9, 36), (1, 1, 2)])
-def test_every_tile_once_in_row_major_waves(m, n, blocks):
+def grouped_order(m, n, group_size):
+    """The tiles of an m x n grid in visiting order: column groups of ``group_size`` (the last
+    one narrower), each walked row by row."""
+    order = []
+    for first in range(0, n, group_size):
+        cols = range(first, min(first + group_size, n))
+        order += [(i, j) for i in range(m) for j in cols]
+    return order
+
+
+@pytest.mark.parametrize("m,n,blocks,group_size", [
+    (4, 8, 3, 8), (4, 9, 3, 8), (4, 12, 3, 8), (4, 9, 36, 8), (1, 1, 2, 8), (5, 12, 7, 4),
+    (3, 20, 4, 8), (6, 7, 5, 1), (4, 9, 3, 100)])
+def test_every_tile_once_in_grouped_waves(m, n, blocks, group_size):
     visited = torch.zeros(m, n, dtype=torch.int32)
     owner = torch.full((m, n), -1, dtype=torch.int32)
-    tilelang.compile(visit2(m, n, blocks), target="cpu")(visited, owner)
+    tilelang.compile(visit2(m, n, blocks, group_size), target="cpu")(visited, owner)
     assert torch.equal(visited, torch.ones_like(visited))
-    assert torch.equal(owner.flatten(), torch.arange(m * n, dtype=torch.int32) % blocks)
+    expected = torch.full((m, n), -1, dtype=torch.int32)
+    for t, (i, j) in enumerate(grouped_order(m, n, group_size)):
+        expected[i, j] = t % blocks
+    assert torch.equal(owner, expected)
+
+
+def test_a_group_as_wide_as_the_grid_is_row_major():
+    visited, owner = torch.zeros(4, 9, dtype=torch.int32), torch.zeros(4, 9, dtype=torch.int32)
+    tilelang.compile(visit2(4, 9, 5, group_size=9), target="cpu")(visited, owner)
+    assert torch.equal(owner.flatten(), torch.arange(36, dtype=torch.int32) % 5)
 
 
 def test_one_dimensional_domain():
