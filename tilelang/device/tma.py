@@ -168,6 +168,24 @@ TMA_LOAD = register_device_op(
     "its bytes on the barrier")
 
 
+def _emit_tma_load_multicast(c):
+    dst, tmap, bar, mask, *coords = c.args
+    chain = (f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global"
+             ".mbarrier::complete_tx::bytes.multicast::cluster")
+    return _T.ptx[chain](dst, tmap, *[_i32(x) for x in coords], bar,
+                         mask if str(mask.ty) == "uint16" else tirx.Cast("uint16", mask))
+
+
+TMA_LOAD_MULTICAST = register_device_op(
+    "tl.device.tma_load_multicast",
+    Effect(accesses=(Access((0,), S, write=True),), proxy=Proxy.ASYNC,
+           completes_on=Mechanism.MBARRIER),
+    _emit_tma_load_multicast,
+    "cp.async.bulk.tensor global -> shared, multicast: the box lands in the tile at the same "
+    "offset in every block of the cluster whose rank is set in `mask`, and completes its "
+    "bytes on the barrier at the same offset in each of them")
+
+
 def _emit_tma_store(c):
     tmap, src, *coords = c.args
     chain = f"cp.async.bulk.tensor.{len(coords)}d.global.shared::cta.tile.bulk_group"
@@ -204,6 +222,13 @@ TMA_STORE_WAIT = register_device_op(
 def tma_load(dst_addr, tensor_map_addr, bar_addr, coords) -> tirx.Call:
     """``coords``: the box's start, innermost dimension first."""
     return call(TMA_LOAD, dst_addr, tensor_map_addr, bar_addr, *coords)
+
+
+def tma_load_multicast(dst_addr, tensor_map_addr, bar_addr, mask: int, coords) -> tirx.Call:
+    """:func:`tma_load` delivered to every block of the cluster whose rank is set in
+    ``mask``."""
+    return call(TMA_LOAD_MULTICAST, dst_addr, tensor_map_addr, bar_addr,
+                tirx.const(mask, "uint16"), *coords)
 
 
 def tma_store(tensor_map_addr, src_addr, coords) -> tirx.Call:

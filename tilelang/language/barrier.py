@@ -107,11 +107,21 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: int | Non
     threads arrive with ``T.barrier_arrive(barrier)`` (the barrier's arrive count) and wait
     with ``T.mbarrier_wait_parity(barrier, parity)``.  A store (shared tile ``src`` ->
     global region ``dst``, no barrier): the tile goes out through TMA as one bulk group of
-    the issuing thread; wait with ``T.tma_store_wait()`` before overwriting the tile."""
+    the issuing thread; wait with ``T.tma_store_wait()`` before overwriting the tile.
+
+    ``cluster_mask`` (a load in a ``T.ClusterKernel``): a bit per block rank of the cluster.
+    The block of the lowest rank set multicasts the tile to every block of the mask (same
+    tile offset, each block's own ``barrier`` at the same offset receives the bytes); the
+    mask's other blocks issue nothing but still expect the bytes on their barrier; blocks
+    outside the mask load their own tile.  That a receiving block's tile is free again
+    before the next multicast into it is the program's to ensure (e.g. arrivals on the
+    issuing block's barriers, ``T.mbarrier_arrive(bar, cta_id)``)."""
     op = "T.tma_copy"
-    if cluster_mask is not None:
-        raise DSLError(f"{op}: cluster_mask= (TMA multicast in a thread-block cluster) is not "
-                       "supported: kernels here run without clusters")
+    if cluster_mask is not None and (isinstance(cluster_mask, bool)
+                                     or not isinstance(cluster_mask, int)
+                                     or not 0 < cluster_mask < 1 << 16):
+        raise DSLError(f"{op}: cluster_mask must be an int with 1 to 16 low bits set (one per "
+                       f"block rank of the cluster), got {cluster_mask!r}")
     if eviction_policy not in (None, "evict_normal", "evict_first", "evict_last"):
         raise DSLError(f"{op}: unknown eviction_policy {eviction_policy!r}")
     if annotations is not None and not isinstance(annotations, dict):
@@ -124,4 +134,4 @@ def tma_copy(src: Any, dst: Any, *, barrier: Any = None, cluster_mask: int | Non
             raise DSLError(f"{op}: leader_scope_threads must be a positive multiple of the warp "
                            f"size (32), got {scope!r}")
     bar = None if barrier is None else _barrier(barrier, op)[1]
-    return tma_copy_op(src, dst, bar, int(scope or 0))
+    return tma_copy_op(src, dst, bar, int(scope or 0), int(cluster_mask or 0))

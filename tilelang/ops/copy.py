@@ -412,15 +412,32 @@ def _boxes(op: Copy, plan: TmaPlan) -> list:
 
 
 def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
-               scope: int = 0) -> tirx.Stmt:
+               scope: int = 0, cluster_mask: int = 0) -> tirx.Stmt:
     """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
     by the group's first thread (of every ``scope`` threads) after ``before``; the tensor map
-    is encoded on the host."""
+    is encoded on the host.  With a ``cluster_mask``, the block of the mask's lowest rank
+    multicasts the loads to every block of the mask, the mask's other blocks issue none (their
+    tiles and barriers receive the multicast), and blocks outside the mask load for
+    themselves."""
+    from ..device import cluster
+    from ..ir_utils import seq
+
     src = R.buffer_of(op.src)
     tm = tensor_map_var(src)
+    boxes = _boxes(op, plan)
     issues = [tirx.Evaluate(tma.tma_load(tirx.address_of(at), tirx.address_of(tm),
                                          tirx.address_of(bar), coords))
-              for at, coords in _boxes(op, plan)]
+              for at, coords in boxes]
+    if cluster_mask:
+        multicast = [tirx.Evaluate(tma.tma_load_multicast(
+            tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), cluster_mask,
+            coords)) for at, coords in boxes]
+        rank = cluster.block_rank()
+        outside = tirx.bitwise_and(tirx.shift_right(tirx.const(cluster_mask, "int32"), rank),
+                                   tirx.const(1, "int32")) == 0
+        first = (cluster_mask & -cluster_mask).bit_length() - 1
+        issues = [tirx.IfThenElse(rank == first, seq(multicast),
+                                  tirx.IfThenElse(outside, seq(issues), None))]
     body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
 
@@ -538,15 +555,17 @@ class TmaCopy(TileOp):
     """``T.tma_copy``: a TMA load's producer half (the leader of each scope of
     ``leader_scope`` threads (0: the whole group) expects the tile's bytes on ``barrier`` and
     issues the loads; no arrival, no wait) or a TMA store shared -> global (the leader issues
-    the stores and commits them as one bulk group; no wait)."""
+    the stores and commits them as one bulk group; no wait).  A load with a nonzero
+    ``cluster_mask`` is multicast to the blocks of the cluster the mask names."""
 
     name = "tl.tma_copy"
     printer = "tma_copy"
-    fields = ("src", "dst", "leader_scope", "barrier")
-    defaults = {"barrier": None}
+    fields = ("src", "dst", "leader_scope", "barrier", "cluster_mask")
+    defaults = {"barrier": None, "cluster_mask": 0}
 
 
-def tma_copy_op(src: Any, dst: Any, barrier, leader_scope: int = 0) -> tvm.ir.Call:
+def tma_copy_op(src: Any, dst: Any, barrier, leader_scope: int = 0,
+                cluster_mask: int = 0) -> tvm.ir.Call:
     if R.is_element(src):
         d = R.region_of(dst, "T.tma_copy", "destination")
         s = R.region_of(src, "T.tma_copy", "source", like_shape=R.extents(d))
@@ -564,8 +583,11 @@ def tma_copy_op(src: Any, dst: Any, barrier, leader_scope: int = 0) -> tvm.ir.Ca
     if not store and barrier is None:
         raise TileOpError("T.tma_copy: a load (global -> shared) needs barrier= (a barrier "
                           "from T.alloc_barrier)")
+    if store and cluster_mask:
+        raise TileOpError(f"T.tma_copy {R.describe(s)} -> {R.describe(d)}: cluster_mask= "
+                          "multicasts loads (global -> shared); a store has none")
     return TmaCopy(src=s, dst=d, leader_scope=leader_scope,
-                   barrier=None if store else barrier).to_call()
+                   barrier=None if store else barrier, cluster_mask=cluster_mask).to_call()
 
 
 def _scope_leader(ctx: LowerContext, scope: int, stmts) -> tirx.Stmt:
@@ -593,7 +615,8 @@ def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
     if store:
         return _tma_store_issue(as_copy, ctx, plan, scope)
     expect = tirx.Evaluate(tma.mbarrier_expect_tx(tirx.address_of(op.barrier), plan.nbytes))
-    return _tma_issue(as_copy, ctx, plan, op.barrier, before=[expect], scope=scope)
+    return _tma_issue(as_copy, ctx, plan, op.barrier, before=[expect], scope=scope,
+                      cluster_mask=int(op.cluster_mask or 0))
 
 
 def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int,

@@ -13,8 +13,9 @@ Guarantees (CUDA):
   kernel receives it as a ``const __grid_constant__ CUtensorMap`` parameter;
 * the mbarrier arrays and kernel variables are allocated at the start of the kernel; the
   variables get their initial values; thread 0 initializes every barrier with its arrive
-  count, then ``fence.mbarrier_init`` and a barrier of the block make them visible to every
-  thread and to the async proxy before any use (``PlanSharedMemory`` then places the barriers
+  count, then ``fence.mbarrier_init`` and a barrier of the block (of the cluster, in a
+  ``T.ClusterKernel``) make them visible to every thread and to the async proxy before any
+  use (``PlanSharedMemory`` then places the barriers
   in the shared arena, 8-byte aligned like every tile).
 
 CPU: a kernel that uses mbarriers or tensor maps raises ``LoweringError`` (they exist on
@@ -27,6 +28,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from ..device import cluster
 from ..device import sm80 as device
 from ..device import tma
 from ..engine.target import is_cpu
@@ -99,8 +101,12 @@ class _Kernels(StmtMutator):
                     inits.append(tirx.Evaluate(tma.mbarrier_init(addr, count)))
             inits.append(tirx.Evaluate(tma.fence_mbarrier_init()))
             first = tirx.const(True, "bool") if tx is None else tx == 0
+            in_cluster = any(a.attr_key == "thread_extent" and a.node.thread_tag in
+                             cluster.CLUSTER_TAGS and int(a.value) > 1 for a in chain)
+            # in a cluster, other blocks may multicast into this block's barriers or arrive on
+            # them: every block's barriers are initialized before any block goes on
             head += [tirx.IfThenElse(first, seq(inits), None),
-                     tirx.Evaluate(device.barrier(0, threads))]
+                     tirx.Evaluate(cluster.sync() if in_cluster else device.barrier(0, threads))]
         body = seq(head + [body])
         # tensor maps: one per distinct encoding, encoded on the host before the launch
         kept, vmap = [], {}

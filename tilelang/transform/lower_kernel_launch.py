@@ -22,8 +22,8 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..device import cpu_form
-from ..device import cluster, launch, random, sync
-from ..device.effects import effect_of
+from ..device import cluster, launch, random, sync, tma
+from ..device.effects import device_op_of, effect_of
 from ..engine.cuda import arch_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
@@ -164,7 +164,32 @@ def _cluster_uses(body: tirx.Stmt) -> list[str]:
     uses = [f"T.ClusterKernel (cluster extent {a.node.thread_tag} = {a.value})"
             for a in find_all(body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent"
                               and a.node.thread_tag in cluster.CLUSTER_TAGS)]
+    if _multicast_masks(body):
+        uses.append("T.tma_copy(cluster_mask=...) (TMA multicast)")
     return uses + [d.name.replace("tl.device.", "T.") for d in cluster.ops_in(body)]
+
+
+def _multicast_masks(body: tirx.Stmt) -> list[int]:
+    return [int(c.args[3].value) for c in find_all(
+        body, tirx.Call, lambda c: device_op_of(c) is tma.TMA_LOAD_MULTICAST)]
+
+
+def _check_multicast(func: tirx.PrimFunc) -> None:
+    """A multicast's mask names blocks of the kernel's cluster: its cluster has more than one
+    block, and no bit of the mask is at or beyond the cluster's size."""
+    masks = _multicast_masks(func.body)
+    if not masks:
+        return
+    size = 1
+    for a in find_all(func.body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent"
+                      and a.node.thread_tag in cluster.CLUSTER_TAGS):
+        size *= int(a.value)
+    for mask in masks:
+        if mask >> size:
+            where = ("a kernel without clusters (use T.ClusterKernel(..., cluster_dims=))"
+                     if size == 1 else f"clusters of {size} blocks (ranks 0 to {size - 1})")
+            raise LoweringError(f"T.tma_copy(cluster_mask={mask:#b}) names block ranks beyond "
+                                f"the cluster: the kernel runs in {where}")
 
 
 def _sm_version(target) -> int:
@@ -186,6 +211,7 @@ def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if uses and _sm_version(target) < 90:
         raise LoweringError(f"{uses[0]} needs thread block clusters, which CUDA has from sm_90 "
                             f"on; the target is {arch_of(target)}")
+    _check_multicast(func)
     # each T.Kernel's threads get their random generator states (T.rng_*)
     func = func.with_body(map_kernels(func.body, lambda k: random.lower_kernel(k, cpu)))
     if not cpu:

@@ -180,6 +180,27 @@ def tma_round_trip(M=128, N=64, bm=64, read=True):
     return main
 
 
+def multicast_ring(iters=8, slots=4, tile=64, cluster=2, mask=0b11):
+    """Each block of a cluster of ``cluster`` blocks copies A[k] out through a ring of
+    ``slots`` shared tiles; the blocks of ``mask`` receive the tiles by multicast from the
+    lowest of them, the others load their own.  B[block] == A for every block."""
+
+    @T.prim_func
+    def main(A: T.Tensor((iters, tile, tile), "float32"),
+             B: T.Tensor((cluster, iters, tile, tile), "float32")):
+        with T.ClusterKernel(cluster, threads=128, cluster_dims=(cluster, 1, 1)) as pid:
+            S = T.alloc_shared((slots, tile, tile), "float32")
+            bars = T.alloc_barrier([128] * slots)
+            for k in T.serial(iters):
+                slot = k % slots
+                T.tma_copy(A[k, :, :], S[slot, :, :], barrier=bars[slot], cluster_mask=mask)
+                T.mbarrier_arrive(bars[slot])
+                T.mbarrier_wait_parity(bars[slot], (k // slots) % 2)
+                T.copy(S[slot, :, :], B[pid, k, :, :])
+
+    return main
+
+
 # CPU --------------------------------------------------------------------------------------
 def test_cp_async_groups_copy_on_the_cpu():
     k = tilelang.compile(bytes_through_shared(), target="cpu")
@@ -255,6 +276,19 @@ def test_long_contiguous_box_is_split():
     assert len(loads) == 4  # 1024 floats: four boxes of 256
 
 
+def test_multicast_is_issued_by_the_masks_lowest_rank():
+    (mc,) = _device_calls(multicast_ring(cluster=4, mask=0b1010), SM90, "tma_load_multicast")
+    assert int(mc.args[3]) == 0b1010
+    src = tilelang.compile(multicast_ring(cluster=4, mask=0b1010), target=SM90) \
+        .get_kernel_source()
+    # rank 1 multicasts, ranks 0 and 2 load their own, rank 3 only expects the bytes
+    assert "tl::block_rank_in_cluster() == 1" in src
+    assert "((10 >> tl::block_rank_in_cluster()) & 1) == 0" in src
+    # every block's barriers are initialized before any block multicasts into them
+    head = src[src.index("fence_mbarrier_init"):src.index("for (int k")]
+    assert "tl::cluster_sync();" in head and "__syncthreads" not in head
+
+
 # PTX --------------------------------------------------------------------------------------
 @needs_nvcc
 @pytest.mark.parametrize("target", [SM90, SM80])
@@ -303,7 +337,41 @@ def test_per_warp_leaders_ptx():
     assert ptx.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 4
 
 
+@needs_nvcc
+def test_multicast_ptx():
+    ptx = _ptx(multicast_ring(), SM90)
+    lines = [ln for ln in ptx.splitlines() if "multicast::cluster" in ln]
+    assert lines and all("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx"
+                         "::bytes" in ln for ln in lines)
+    assert "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+
+
 # errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("mask,cluster,match", [
+    (0b101, 2, r"cluster_mask=0b101\) names block ranks beyond the cluster: the kernel runs "
+               r"in clusters of 2 blocks"),
+    (0b11, 1, "a kernel without clusters")])
+def test_multicast_mask_must_name_blocks_of_the_cluster(mask, cluster, match):
+    with pytest.raises(LoweringError, match=match):
+        tilelang.compile(multicast_ring(cluster=cluster, mask=mask), target=SM90)
+
+
+def test_multicast_arguments():
+    with pytest.raises(DSLError, match="cluster_mask must be an int with 1 to 16 low bits"):
+        multicast_ring(mask=0)
+    with pytest.raises(DSLError, match="cluster_mask must be an int"):
+        multicast_ring(mask=1 << 16)
+
+    with pytest.raises(DSLError, match="a store has none"):
+        @T.prim_func
+        def store(A: T.Tensor((64, 64), "float16")):
+            with T.ClusterKernel(2, threads=128, cluster_dims=2):
+                S = T.alloc_shared((64, 64), "float16")
+                T.tma_copy(S, A[0, 0], cluster_mask=0b11)
+    with pytest.raises(LoweringError, match="T.tma_copy has no lowering for target llvm"):
+        tilelang.compile(multicast_ring(), target="cpu")
+
+
 def test_cp_async_width_must_be_legal():
     with pytest.raises(DSLError, match="4, 8 or 16 bytes"):
         @T.prim_func
@@ -404,3 +472,17 @@ def test_tma_copy_per_warp_and_store_run():
         k(a, b)
         torch.cuda.synchronize()
         assert torch.equal(b, a + 1)
+
+
+@pytest.mark.gpu
+@_gpu(9)
+@pytest.mark.parametrize("cluster,mask", [(2, 0b11), (2, 0b10), (4, 0b1101)])
+def test_multicast_ring_runs(cluster, mask):
+    """Every block ends with every tile, whether multicast to it or loaded by itself; the ring
+    is cycled twice, so each slot and barrier is reused under both parities."""
+    k = tilelang.compile(multicast_ring(cluster=cluster, mask=mask), out_idx=[1],
+                         target="cuda")
+    a = torch.randn(8, 64, 64, device="cuda")
+    b = k(a)
+    for rank in range(cluster):
+        assert torch.equal(b[rank], a)
