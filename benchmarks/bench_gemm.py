@@ -34,7 +34,9 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
 
 # (block_M, block_N, block_K, threads, num_stages, epilogue): the epilogue stores C from the
 # registers ("r") or through a shared tile ("s"); "pr" and "ps" are the same in a persistent
-# kernel (one block per SM walking the tiles in T.Persistent's grouped order)
+# kernel (one block per SM walking the tiles in T.Persistent's grouped order); "cxr", "cxs",
+# "cyr", "cys" in clusters of two blocks along the grid's x (sharing A tiles) or y (sharing
+# B tiles), which the compiler multicasts
 CONFIGS = [(128, 128, 64, 128, 3, "r"), (128, 128, 64, 128, 4, "r"), (128, 256, 32, 256, 3, "r"),
            (128, 256, 64, 256, 3, "r"), (128, 256, 64, 256, 4, "r"), (256, 128, 64, 256, 3, "r"),
            (128, 256, 64, 256, 4, "s")]
@@ -50,6 +52,7 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
     persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith("s")
+    cluster = {"cx": (2, 1, 1), "cy": (1, 2, 1)}.get(epilogue[:2], (1, 1, 1))
 
     @T.macro
     def tile(A, B, C, A_s, B_s, C_f, C_s, bx, by):
@@ -92,7 +95,8 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype),
              C: T.Tensor((M, N), out_dtype)):
-        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bN), T.ceildiv(M, bM), threads=threads,
+                      cluster_dims=cluster) as (bx, by):
             T.use_swizzle(panel)
             A_s = T.alloc_shared((bM, bK), dtype)
             B_s = T.alloc_shared(bs_shape, dtype)

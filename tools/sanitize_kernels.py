@@ -1,6 +1,7 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
 without specialization, sm80 path, an epilogue through shared memory reusing the stage ring,
-a persistent one storing each tile through one shared tile with TMA),
+a persistent one storing each tile through one shared tile with TMA, one in clusters of two
+blocks multicasting the A tiles they share),
 the attention forward (one consumer warp group, and two taking turns at their first gemm:
 ``PingPongConsumers``) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
@@ -56,6 +57,12 @@ def main():
     pers_staged = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2,
                                                    shared_epilogue=True), out_idx=[2])
     c_pers_staged = pers_staged(a, pb)
+    # clusters of two blocks, rank 0 multicasting the A tiles they share
+    from test_warp_specialize import cluster_gemm
+
+    clustered = tilelang.compile(cluster_gemm(256, 512, 256), out_idx=[2])
+    cb = torch.randn(256, 512, device="cuda", dtype=torch.float16)
+    c_cluster = clustered(a, cb)
     src = gemm.get_kernel_source()
     print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
           "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
@@ -84,11 +91,13 @@ def main():
             float((c_staged.float() - (a.float() @ b.float())).abs().max()),
             float((c_pers - (a.float() @ pb.float())).abs().max()),
             float((c_pers_staged - (a.float() @ pb.float())).abs().max()),
+            float((c_cluster - (a.float() @ cb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((o_turns.float() - fa.reference(tq, tk, tv, True).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
-          "shared-epilogue gemm, persistent gemm, persistent shared-epilogue gemm, attention, "
+          "shared-epilogue gemm, persistent gemm, persistent shared-epilogue gemm, "
+          "cluster multicast gemm, attention, "
           "attention with turns, "
           "thread groups):", errs)
 

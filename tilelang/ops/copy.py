@@ -535,7 +535,8 @@ def _copy_tma_store(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 
 
 def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
-    return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier)
+    return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier,
+                      cluster_mask=ctx.tma_multicast)
 
 
 def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:

@@ -46,7 +46,7 @@ from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
 from .plan_shared_memory import smem_limit, staged_peak
-from .pipeline_protocol import (WS_LOOP, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
+from .pipeline_protocol import (WS_LOOP, WS_MULTICAST, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
 log = logging.getLogger("tilelang")
@@ -299,10 +299,12 @@ class _Pipeline(StmtMutator):
                                     "its producers are no longer TMA copies")
             c_off, c_cnt, p_off, p_cnt = (int(x) for x in s.annotations[WS_PARTITION])
             consumers, producers = ThreadGroup(c_off, c_cnt), ThreadGroup(p_off, p_cnt)
+            cluster_size = int(s.annotations[WS_MULTICAST][0]) if WS_MULTICAST in \
+                s.annotations else 1
             proto = WarpSpecializedProtocol(n, consumers, producers, nbytes,
                                             producers.rank(self.tx),
                                             name=f"{s.loop_var.name}_pipe",
-                                            tiles=remap.values())
+                                            tiles=remap.values(), cluster_size=cluster_size)
             if _reads_stages_by_wgmma_only([stmts[i] for i in sched.order
                                             if not sched.is_producer(i)], set(remap)):
                 proto.elect_release(consumers.rank(self.tx))
@@ -314,9 +316,11 @@ class _Pipeline(StmtMutator):
         deferred = False
         if role == "producer":
             body = proto.acquire(k, slot)
+            multicast = {int(i) for i in s.annotations[WS_MULTICAST][1]} \
+                if WS_MULTICAST in s.annotations else set()
             for i in sched.producers:
                 st = substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k})
-                body.append(proto.producer(st, True, slot))
+                body.append(proto.producer(st, True, slot, multicast=i in multicast))
         else:
             consumers = [stmts[i] for i in sched.order if not sched.is_producer(i)]
             in_flight = _gemms_left_in_flight(consumers)

@@ -102,7 +102,11 @@ class _CPULaunch(StmtMutator):
 
 class _Rasterize(StmtMutator):
     """CUDA: apply ``T.use_swizzle``: consecutive block ids walk a panel of ``panel`` rows
-    (or columns) of tiles column by column, so neighbouring blocks share operand tiles in L2."""
+    (or columns) of tiles column by column, so neighbouring blocks share operand tiles in L2.
+    In a kernel of clusters, the clusters are what walks the panels: a block keeps its place
+    inside its cluster, so along an axis where the cluster has one block every block of a
+    cluster keeps the same index (``WarpSpecialize`` multicasts the loads that depend on
+    those indices only)."""
 
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent" or not s.node.thread_tag.startswith("blockIdx"):
@@ -114,15 +118,27 @@ class _Rasterize(StmtMutator):
         if not marks or "blockIdx.y" not in blocks:
             return self.generic(s)
         body = _DropMarks()(body)
+        shape = {a.node.thread_tag[-1]: int(a.value) for a in chain
+                 if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
         (bx, gx), (by, gy) = blocks["blockIdx.x"], blocks["blockIdx.y"]
+        cx, cy = shape.get("x", 1), shape.get("y", 1)
         panel = marks[0].value
         if str(marks[0].node.value) == "col":
-            (bx, gx), (by, gy) = (by, gy), (bx, gx)
-        lin = by * gx + bx
-        p = tirx.floordiv(lin, panel * gx)
-        o = tirx.floormod(lin, panel * gx)
-        h = tirx.min(panel, gy - p * panel)
-        body = substitute(body, {by: p * panel + tirx.floormod(o, h), bx: tirx.floordiv(o, h)})
+            (bx, gx, cx), (by, gy, cy) = (by, gy, cy), (bx, gx, cx)
+        if cx * cy == 1:
+            qx, qy, qgx, qgy = bx, by, gx, gy
+        else:  # the panels walk the grid of clusters
+            qx, qy = tirx.floordiv(bx, cx), tirx.floordiv(by, cy)
+            qgx, qgy = tirx.floordiv(gx, cx), tirx.floordiv(gy, cy)
+        lin = qy * qgx + qx
+        p = tirx.floordiv(lin, panel * qgx)
+        o = tirx.floormod(lin, panel * qgx)
+        h = tirx.min(panel, qgy - p * panel)
+        new_y, new_x = p * panel + tirx.floormod(o, h), tirx.floordiv(o, h)
+        if cx * cy > 1:
+            new_y = new_y * cy + tirx.floormod(by, cy)
+            new_x = new_x * cx + tirx.floormod(bx, cx)
+        body = substitute(body, {by: new_y, bx: new_x})
         body = relaunch(chain, body)
         return body
 

@@ -29,6 +29,8 @@ ASYNC_COPY = "tl.async_copy"
 # Marks a copy that a pipelined loop issues as TMA loads completing on the mbarrier element
 # that is the attribute's value.
 TMA_PRODUCER = "tl.tma_producer"
+# around a TMA producer of a warp-specialized pipeline: the cluster mask it multicasts to
+TMA_MULTICAST = "tl.tma_multicast"
 
 
 class _Lower(StmtMutator):
@@ -76,6 +78,11 @@ class _Lower(StmtMutator):
             old, self.ctx.async_copy = self.ctx.async_copy, True
             out = self(s.body)
             self.ctx.async_copy = old
+            return out
+        if s.attr_key == TMA_MULTICAST:  # the value: the cluster mask of the producer's loads
+            old, self.ctx.tma_multicast = self.ctx.tma_multicast, int(s.value)
+            out = self(s.body)
+            self.ctx.tma_multicast = old
             return out
         if s.attr_key == TMA_PRODUCER:  # the value: the barrier element the loads complete on
             old, self.ctx.tma_barrier = self.ctx.tma_barrier, s.value

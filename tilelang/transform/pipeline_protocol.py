@@ -27,12 +27,13 @@ from __future__ import annotations
 
 from tvm import tirx
 
+from ..device import cluster
 from ..device import sm80 as device
 from ..device import tma
 from ..device.thread_group import WARP_GROUP, ThreadGroup
 from ..ir_utils import seq
 from ..ops.copy import KERNEL_VAR, MBARRIER
-from .lower_tile_ops import ASYNC_COPY, TMA_PRODUCER
+from .lower_tile_ops import ASYNC_COPY, TMA_MULTICAST, TMA_PRODUCER
 
 
 # Annotations ``WarpSpecialize`` puts on the two copies of a warp-specialized loop: the role
@@ -41,6 +42,9 @@ from .lower_tile_ops import ASYNC_COPY, TMA_PRODUCER
 WS_ROLE = "tl.ws_role"
 WS_LOOP = "tl.ws_loop"
 WS_PARTITION = "tl.ws_partition"
+# ``[blocks per cluster, [positions of the loop body's TMA copies to multicast]]``: copies every
+# block of the cluster makes alike, which rank 0 multicasts to the cluster
+WS_MULTICAST = "tl.ws_multicast"
 
 
 def _stmt(call) -> tirx.Stmt:
@@ -193,15 +197,23 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     ``producers`` group's first thread waits on ``empty[s]``, arms ``full[s]`` with
     ``arrive.expect_tx`` and issues the TMA loads; every thread of the ``consumers`` group
     waits on ``full[s]`` and arrives on ``empty[s]`` when done.  Arrive counts: ``full`` 1,
-    ``empty`` the consumers' thread count (their warp-group count with ``elect_release``).  Parities as in :class:`MbarrierProtocol`; each
-    group advances its own copy of the ring base after the loop."""
+    ``empty`` the consumers' thread count (their warp-group count with ``elect_release``).
+    Parities as in :class:`MbarrierProtocol`; each group advances its own copy of the ring
+    base after the loop.
+
+    With ``cluster_size`` blocks per cluster (some loads multicast by rank 0 into every
+    block's slot), a slot is free only when the consumers of every block of the cluster are
+    done with it: they arrive on ``empty[s]`` of each block of the cluster (their own, then
+    the others' through ``mapa``), whose arrive count is that many times larger."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
-                 nbytes: int, producer_rank, name: str = "pipe", tiles=()):
+                 nbytes: int, producer_rank, name: str = "pipe", tiles=(),
+                 cluster_size: int = 1):
         super().__init__(num_stages, consumers, 0, nbytes, producer_rank, name=name,
                          tiles=tiles)
         self.consumers, self.producers = consumers, producers
         self.leaders = None  # see elect_release
+        self.cluster_size = cluster_size
 
     def elect_release(self, consumer_rank) -> None:
         """One arrival per consumer warp group (its first thread), for consumers that read the
@@ -213,10 +225,23 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     def arrive_counts(self) -> tuple[list, list]:
         per = self.consumers.count // WARP_GROUP if self.leaders is not None else \
             self.consumers.count
-        return [1] * self.n, [per] * self.n
+        return [1] * self.n, [per * self.cluster_size] * self.n
+
+    def producer(self, stmt, asynchronous, slot=None, multicast: bool = False):
+        stmt = super().producer(stmt, asynchronous, slot)
+        if not multicast:
+            return stmt
+        mask = (1 << self.cluster_size) - 1
+        return tirx.AttrStmt(tirx.const(0, "int32"), TMA_MULTICAST, tirx.const(mask, "int32"),
+                             stmt)
 
     def release(self, k, slot):
         arrive = super().release(k, slot)
+        if self.cluster_size > 1:
+            me = cluster.block_rank()
+            addr = self._addr(self.empty, slot)
+            arrive += [tirx.IfThenElse(me != r, _stmt(cluster.mbarrier_arrive_remote(addr, r)),
+                                       None) for r in range(self.cluster_size)]
         if self.leaders is None:
             return arrive
         return [tirx.IfThenElse(self.leaders, seq(arrive), None)]

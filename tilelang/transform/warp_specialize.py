@@ -52,17 +52,19 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
-from ..device import registers
+from ..device import cluster, registers
 from ..device.effects import device_op_of
 from ..device.thread_group import CONSUMER_BODY_ATTR, GROUP_ATTR, WARP_GROUP, ThreadGroup
 from ..engine.target import is_cpu
 from ..errors import LoweringError
+from ..ops import decode
+from ..ops import region as R
 from ..ops.copy import MBARRIER, tma_enabled
 from . import pass_config
 from .inject_pipeline import _Pipeline, _written_shared_buffers
 from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq, substitute
 from .passes import function_pass, target_of
-from .pipeline_protocol import WS_LOOP, WS_PARTITION, WS_ROLE, MbarrierProtocol
+from .pipeline_protocol import WS_LOOP, WS_MULTICAST, WS_PARTITION, WS_ROLE, MbarrierProtocol
 from .plan_shared_memory import smem_limit, staged_peak
 
 log = logging.getLogger("tilelang")
@@ -150,10 +152,12 @@ class _Skeleton:
         self.defined = set(defined)  # var keys the producer has
         self.why: dict[int, str] = {}  # ws id -> why it cannot be reached
         self.path: list = []  # control expressions on the way down
-        self.producer_stmts: dict = {}  # loop key -> its producer statements
+        self.producer_stmts: dict = {}  # loop key -> its producer statements (position, stmt)
         self.scalars = scalars or {}  # scalar buffer key -> its one defining store
         self.recomputed: dict = {}  # scalar buffer key -> the producer's variable for it
         self.loops: dict = {}  # key of each chosen loop as the producer has it -> ws id
+        self.loop_vars: list = []  # the serial loops on the way down
+        self.control: dict = {}  # ws id -> (control expressions, loop vars) on its way
 
     def own(self, node):
         """``node`` with the loads of the scalars the producer recomputes replaced by the
@@ -187,10 +191,11 @@ class _Skeleton:
     def build(self, s):
         if isinstance(s, tirx.For) and _key(s) in self.chosen:
             i = self.chosen[_key(s)]
-            stmts = [self.own(x) for x in self.producer_stmts.get(_key(s), [])]
+            stmts = [self.own(x) for _, x in self.producer_stmts.get(_key(s), [])]
             s = self.own(s)
             self.loops[_key(s)] = i
             need = [s.min, s.extent] + self.path
+            self.control[i] = (list(need), self.loop_vars + [s.loop_var])
             self.defined.add(_key(s.loop_var))
             why = self._unreachable(need + stmts)
             if why:
@@ -209,9 +214,11 @@ class _Skeleton:
                                         f"loop over {s.loop_var.name}")
             lo, ext = self.own(s.min), self.own(s.extent)
             self.path += [lo, ext]
+            self.loop_vars.append(s.loop_var)
             self.defined.add(_key(s.loop_var))
             body = self.build(s.body)
             del self.path[-2:]
+            self.loop_vars.pop()
             return None if body is None else tirx.For(s.loop_var, lo, ext, s.kind, body,
                                                       None, {}, s.step)
         if isinstance(s, tirx.IfThenElse):
@@ -381,14 +388,14 @@ class _Kernels(StmtMutator):
                            "copies")
                 continue
             chosen[_key(loop)] = len(chosen)
-            producer_stmts[_key(loop)] = [stmts[i] for i in sched.producers]
+            producer_stmts[_key(loop)] = [(i, stmts[i]) for i in sched.producers]
         if chosen:  # the rings of the chosen loops must fit in shared memory
             limit, _ = smem_limit(self.target)
             staged = {}
             for loop in loops:
                 if _key(loop) in chosen:
                     n = int(loop.annotations["num_stages"])
-                    for st in producer_stmts[_key(loop)]:
+                    for _, st in producer_stmts[_key(loop)]:
                         for b in _written_shared_buffers(st):
                             staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], n), b
             # the producer may run ahead from the consumers' start: its tiles are live from
@@ -406,7 +413,7 @@ class _Kernels(StmtMutator):
         for loop in loops:
             if _key(loop) not in chosen:
                 continue
-            for st in producer_stmts[_key(loop)]:
+            for _, st in producer_stmts[_key(loop)]:
                 for b in _written_shared_buffers(st):
                     if _key(b) not in top_tiles:
                         why.append(f"loop over {loop.loop_var.name}: {b.name} is not allocated "
@@ -434,6 +441,7 @@ class _Kernels(StmtMutator):
             return off("; ".join(why) or "no loop to specialize")
         for w in why:
             log.debug("warp specialization of %s: not specialized: %s", self.name(), w)
+        multicast = self.multicast(chain, chosen, skel, producer_stmts)
         consumers = ThreadGroup(0, user)
         producers = ThreadGroup(user, WARP_GROUP)
         part = [consumers.offset, consumers.count, producers.offset, producers.count]
@@ -445,6 +453,8 @@ class _Kernels(StmtMutator):
                     return s
                 ann = dict(s.annotations)
                 ann.update({WS_ROLE: role, WS_LOOP: i, WS_PARTITION: part})
+                if multicast.get(i):
+                    ann[WS_MULTICAST] = [multicast["size"], multicast[i]]
                 return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding,
                                 ann, s.step)
 
@@ -471,7 +481,52 @@ class _Kernels(StmtMutator):
                   user + WARP_GROUP - 1, len(chosen),
                   f"producer {regs[0]}, consumers {regs[1] or 'unchanged'}" if regs
                   else "unchanged")
-        return user + WARP_GROUP, seq(hoisted + [cons, prod])
+        # a block leaves only when no block of its cluster arrives on its barriers any more
+        tail = [tirx.Evaluate(cluster.sync())] if len(multicast) > 1 else []
+        return user + WARP_GROUP, seq(hoisted + [cons, prod] + tail)
+
+    def multicast(self, chain, chosen: dict, skel, producer_stmts: dict) -> dict:
+        """In a kernel of clusters of several blocks: ``{"size": blocks per cluster, ws id:
+        [the positions, in the loop's body, of its TMA copies every block of the cluster
+        makes alike]}``, for the loops every block of the cluster runs alike.  Alike: the
+        copy's source box, the loop's range and the control on its way read no memory and
+        name only parameters, constants, the serial loops on the way and the block indices
+        along which the cluster has one block (``T.use_swizzle`` keeps that, see
+        ``LowerKernelLaunch``).  Such a copy is multicast by rank 0 to the whole cluster."""
+        dims = {a.node.thread_tag: int(a.value) for a in chain
+                if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
+        size = 1
+        for d in dims.values():
+            size *= d
+        if size == 1:
+            return {}
+        uniform = set(self.params)
+        for a in chain:
+            tag = a.node.thread_tag if a.attr_key == "thread_extent" else ""
+            if tag.startswith("blockIdx.") and dims.get("clusterCtaIdx." + tag[-1], 1) == 1:
+                uniform.add(_key(a.node.var))
+
+        def alike(exprs, loop_vars) -> bool:
+            names = uniform | {_key(v) for v in loop_vars}
+            return all(not _reads_memory(e) and all(_key(v) in names for v in _free_vars(e))
+                       for e in exprs)
+
+        out = {"size": size}
+        for loop_key, i in chosen.items():
+            control, loop_vars = skel.control.get(i, ([], []))
+            if not alike(control, loop_vars):
+                log.debug("warp specialization of %s: no TMA multicast for loop %d: its range "
+                          "or the control on its way may differ between the blocks of a "
+                          "cluster", self.name(), i)
+                continue
+            picks = []
+            for pos, st in producer_stmts[loop_key]:
+                src = decode(st).src
+                if alike(list(R.mins(src)) + list(R.extents(src)), loop_vars):
+                    picks.append(pos)
+            if picks:
+                out[i] = picks
+        return out
 
     def name(self) -> str:
         attrs = self.func.attrs

@@ -226,6 +226,34 @@ def test_ws_consumers_reading_the_slot(tmp_path):
     """)
 
 
+def test_ws_cluster_gemm_multicast(tmp_path):
+    """Clusters of two blocks sharing A (x) or B (y) tiles through TMA multicast, rasterized
+    in panels of 8 and of 1, with trip counts below, at and above the stage count; and a
+    cluster whose blocks run different trip counts (not multicast)."""
+    run(tmp_path, """
+        from test_warp_specialize import cluster_gemm
+        cases = [((2, 1), 8, 256, False), ((1, 2), 8, 256, False), ((2, 1), 1, 1024, False),
+                 ((1, 2), 1, 64, False), ((2, 1), 8, 128, False), ((2, 1), 8, 256, True)]
+        for cluster, panel, K, ragged in cases:
+            M, N = 512, 768
+            k = tilelang.compile(cluster_gemm(M, N, K, cluster=cluster, panel=panel,
+                                              ragged_range=ragged), out_idx=[2], target="cuda")
+            src = k.get_kernel_source()
+            specialized(k, 384)
+            assert ("multicast__cluster" in src) != ragged
+            a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+            b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+            ref = a.float() @ b.float()
+            if ragged:  # the odd columns of blocks skip the last K step
+                ref = ref.view(M, N // 128, 128)
+                ref[:, 1::2] -= (a[:, -64:].float() @ b[-64:].float()).view(M, N // 128,
+                                                                          128)[:, 1::2]
+                ref = ref.view(M, N)
+            torch.testing.assert_close(k(a, b), ref, rtol=1e-2, atol=1e-2)
+            print("ok", cluster, panel, K, ragged)
+    """)
+
+
 def test_ws_three_roles_example(tmp_path):
     example = os.path.join(HERE, "..", "..", "..", "examples", "warp_specialize",
                            "example_three_roles.py")

@@ -9,6 +9,8 @@ from tvm import tirx
 
 import tilelang
 from tilelang.errors import LoweringError, TileOpError
+from tilelang.ir_utils import find_all, substitute
+from tvm.sym import Analyzer
 from tilelang.layout import codec
 from tilelang.transform import (InjectSoftwarePipeline, InjectThreadSync, LayoutInference,
                                 LowerKernelLaunch, LowerParallelLoops, LowerTileOps,
@@ -448,3 +450,41 @@ def test_a_staging_tile_touched_by_more_than_copies_keeps_rows(extra):
     a = allocs(through(_staged_epilogue(extra), LayoutInference))
     assert "tl.swizzle" not in a["C_s"].annotations
     assert "tl.shared_layout" not in a["C_s"].annotations
+
+
+@pytest.mark.parametrize("grid,cluster,panel", [((8, 6), (2, 1), 4), ((8, 6), (1, 2), 4),
+                                                ((6, 10), (2, 1), 3), ((4, 8), (2, 2), 8)])
+def test_rasterization_of_clusters_keeps_each_block_in_its_cluster(grid, cluster, panel):
+    """With clusters the panels walk the grid of clusters: still every tile once, and the
+    blocks of a cluster keep its index along the axes where it has one block (what TMA
+    multicast of the loads depending only on that index relies on)."""
+    gx, gy = grid
+
+    @T.prim_func
+    def main(Owner: T.Tensor((gy, gx), "int32")):
+        with T.ClusterKernel(gx, gy, threads=32, cluster_dims=(*cluster, 1)) as (bx, by):
+            T.use_swizzle(panel)
+            Owner[by, bx] = 1
+
+    mod = bind(main, tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))
+    for p in (LayoutInference, LowerTileOps, LowerParallelLoops, LowerKernelLaunch):
+        mod = p()(mod)
+    f = mod["main"]
+    (store,) = find_all(f.body, tirx.BufferStore, lambda s: s.buffer.name == "Owner")
+    blocks = {a.node.thread_tag: a.node.var for a in find_all(
+        f.body, tirx.AttrStmt, lambda a: a.attr_key == "thread_extent")}
+    ana = Analyzer()
+    seen = {}
+    for x in range(gx):
+        for y in range(gy):
+            vmap = {blocks["blockIdx.x"]: tirx.const(x, "int32"),
+                    blocks["blockIdx.y"]: tirx.const(y, "int32")}
+            seen[(x, y)] = tuple(int(ana.simplify(substitute(i, vmap)))
+                                 for i in store.indices)
+    assert sorted(seen.values()) == [(r, c) for r in range(gy) for c in range(gx)]
+    for (x, y), (r, c) in seen.items():
+        mate = seen[(x - x % cluster[0], y - y % cluster[1])]  # rank 0 of the cluster
+        if cluster[0] == 1:
+            assert c == mate[1]
+        if cluster[1] == 1:
+            assert r == mate[0]

@@ -145,6 +145,33 @@ def persistent_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, blocks=3, thread
     return main
 
 
+def cluster_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, threads=256, stages=3,
+                 cluster=(2, 1), panel=8, ragged_range=False):
+    """C = A @ B in clusters of ``cluster`` blocks (rasterized in panels of ``panel``): the
+    blocks of a (2, 1) cluster share their A tiles, those of a (1, 2) cluster their B tiles.
+    ``ragged_range``: the K loop of odd columns of blocks is one step shorter (the blocks of
+    a cluster run different iterations: nothing can be multicast)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.ClusterKernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads,
+                             cluster_dims=(*cluster, 1)) as (bx, by):
+            T.use_swizzle(panel)
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk) - (bx % 2 if ragged_range else 0),
+                                 num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
 # helpers ----------------------------------------------------------------------------------
 def lowered(prog, **cfg):
     mod = tilelang.lower(prog, target=SM90, stage="tile", pass_configs=cfg or None)
@@ -456,3 +483,39 @@ def test_persistent_shared_epilogue_waits_for_its_store_before_the_next_tile():
     first_write = text.index("C_s[")
     assert text.rindex("T.device_barrier(4, 256)", 0, first_write) < first_write < \
         text.index("T.device_fence_proxy_async()") < store
+
+
+# clusters: TMA multicast of the tiles the blocks of a cluster share ---------------------------
+@pytest.mark.parametrize("cluster,shared", [((2, 1), "A_s"), ((1, 2), "B_s")])
+def test_cluster_shares_its_tile_by_multicast(cluster, shared):
+    """Rank 0 multicasts the tile every block of the cluster loads alike (A along a cluster
+    of the grid's x, B along y); the consumers of each block arrive on the empty barrier of
+    every block of the cluster (counts doubled), and the kernel ends at a cluster barrier."""
+    f = lowered(cluster_gemm(cluster=cluster))
+    s = split_summary(f)
+    assert s["arrive_counts"] == [1, 1, 1, 4, 4, 4]  # empty: 2 warp groups x 2 blocks
+    (producer,) = [v for k, v in regions(f).items() if k[0] == 256]
+    multicast = dev_calls(producer, "tma_load_multicast")
+    # A: one 128-byte box; B: 256-byte rows, two boxes
+    assert len(multicast) == (1 if shared == "A_s" else 2)
+    assert all(int(c.args[3]) == 0b11 and shared in str(c.args[0]) for c in multicast)
+    (consumer,) = [v for k, v in regions(f).items() if k[0] == 0]
+    remote = dev_calls(consumer, "mbarrier_arrive_remote")
+    assert sorted(int(c.args[1]) for c in remote) == [0, 0, 1, 1]  # in the loop and after
+    src = tilelang.compile(cluster_gemm(cluster=cluster), out_idx=[2], target=SM90) \
+        .get_kernel_source()
+    assert "multicast__cluster" in src
+    # every block's barriers exist before any multicast; no block leaves before the others'
+    # last arrivals on its barriers
+    assert src.count("tl::cluster_sync();") == 2
+    assert src.rstrip().removesuffix("}").rstrip().endswith("tl::cluster_sync();")
+
+
+def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
+    with caplog.at_level(logging.DEBUG, logger="tilelang"):
+        f = lowered(cluster_gemm(ragged_range=True))
+    assert "no TMA multicast for loop 0: its range" in caplog.text
+    s = split_summary(f)
+    assert s["arrive_counts"] == [1, 1, 1, 2, 2, 2]
+    assert not dev_calls(f.body, "tma_load_multicast")
+    assert not dev_calls(f.body, "mbarrier_arrive_remote")
