@@ -16,7 +16,8 @@ import tvm
 from tvm import tirx
 from tvm.script import tirx as _T
 
-from .effects import Access, Effect, Mechanism, Memory, Proxy, call, register_device_op
+from .effects import (Access, Effect, Mechanism, Memory, Proxy, call, device_op_of,
+                      register_device_op)
 
 S = Memory.SHARED
 
@@ -152,35 +153,30 @@ def bounded_wait(wait: tvm.ir.Call, name: str, stage, bound: int) -> tirx.Call:
 
 # TMA --------------------------------------------------------------------------------------
 def _emit_tma_load(c):
+    """``cp.async.bulk.tensor`` global -> shared; with a mask argument (``tma_load_multicast``),
+    multicast to the blocks of the cluster it names."""
+    multicast = device_op_of(c) is TMA_LOAD_MULTICAST
     dst, tmap, bar, *coords = c.args
+    extra = []
+    if multicast:
+        mask, *coords = coords
+        extra = [mask if str(mask.ty) == "uint16" else tirx.Cast("uint16", mask)]
     chain = (f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global"
-             ".mbarrier::complete_tx::bytes")
-    return _T.ptx[chain](dst, tmap, *[_i32(x) for x in coords], bar)
+             ".mbarrier::complete_tx::bytes" + (".multicast::cluster" if multicast else ""))
+    return _T.ptx[chain](dst, tmap, *[_i32(x) for x in coords], bar, *extra)
 
+
+_TMA_LOAD_EFFECT = Effect(accesses=(Access((0,), S, write=True),), proxy=Proxy.ASYNC,
+                          completes_on=Mechanism.MBARRIER)
 
 TMA_LOAD = register_device_op(
-    "tl.device.tma_load",
-    Effect(accesses=(Access((0,), S, write=True),), proxy=Proxy.ASYNC,
-           completes_on=Mechanism.MBARRIER),
-    _emit_tma_load,
+    "tl.device.tma_load", _TMA_LOAD_EFFECT, _emit_tma_load,
     "cp.async.bulk.tensor global -> shared: the box of the tensor map at `coords` "
     "(innermost first; out-of-range elements read as zero) lands in the tile and completes "
     "its bytes on the barrier")
 
-
-def _emit_tma_load_multicast(c):
-    dst, tmap, bar, mask, *coords = c.args
-    chain = (f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global"
-             ".mbarrier::complete_tx::bytes.multicast::cluster")
-    return _T.ptx[chain](dst, tmap, *[_i32(x) for x in coords], bar,
-                         mask if str(mask.ty) == "uint16" else tirx.Cast("uint16", mask))
-
-
 TMA_LOAD_MULTICAST = register_device_op(
-    "tl.device.tma_load_multicast",
-    Effect(accesses=(Access((0,), S, write=True),), proxy=Proxy.ASYNC,
-           completes_on=Mechanism.MBARRIER),
-    _emit_tma_load_multicast,
+    "tl.device.tma_load_multicast", _TMA_LOAD_EFFECT, _emit_tma_load,
     "cp.async.bulk.tensor global -> shared, multicast: the box lands in the tile at the same "
     "offset in every block of the cluster whose rank is set in `mask`, and completes its "
     "bytes on the barrier at the same offset in each of them")
