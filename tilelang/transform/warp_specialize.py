@@ -489,9 +489,9 @@ class _Kernels(StmtMutator):
         """In a kernel of clusters of several blocks: ``{"size": blocks per cluster, ws id:
         [the positions, in the loop's body, of its TMA copies every block of the cluster
         makes alike]}``, for the loops every block of the cluster runs alike.  Alike: the
-        copy's source box, the loop's range and the control on its way read no memory and
-        name only parameters, constants, the serial loops on the way and the block indices
-        along which the cluster has one block (``T.use_swizzle`` keeps that, see
+        copy's source box and destination tile, the loop's range and the control on its way
+        read no memory and name only parameters, constants, the serial loops on the way and
+        the block indices along which the cluster has one block (``T.use_swizzle`` keeps that, see
         ``LowerKernelLaunch``).  Such a copy is multicast by rank 0 to the whole cluster."""
         dims = {a.node.thread_tag: int(a.value) for a in chain
                 if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
@@ -521,8 +521,9 @@ class _Kernels(StmtMutator):
                 continue
             picks = []
             for pos, st in producer_stmts[loop_key]:
-                src = decode(st).src
-                if alike(list(R.mins(src)) + list(R.extents(src)), loop_vars):
+                copy = decode(st)
+                box = [e for r in (copy.src, copy.dst) for e in (*R.mins(r), *R.extents(r))]
+                if alike(box, loop_vars):
                     picks.append(pos)
             if picks:
                 out[i] = picks

@@ -183,7 +183,9 @@ def tma_round_trip(M=128, N=64, bm=64, read=True):
 def multicast_ring(iters=8, slots=4, tile=64, cluster=2, mask=0b11):
     """Each block of a cluster of ``cluster`` blocks copies A[k] out through a ring of
     ``slots`` shared tiles; the blocks of ``mask`` receive the tiles by multicast from the
-    lowest of them, the others load their own.  B[block] == A for every block."""
+    lowest of them, the others load their own.  A cluster barrier closes every round of the
+    ring, so the issuer never overwrites a peer's slot still being stored.  B[block] == A for
+    every block."""
 
     @T.prim_func
     def main(A: T.Tensor((iters, tile, tile), "float32"),
@@ -197,6 +199,10 @@ def multicast_ring(iters=8, slots=4, tile=64, cluster=2, mask=0b11):
                 T.mbarrier_arrive(bars[slot])
                 T.mbarrier_wait_parity(bars[slot], (k // slots) % 2)
                 T.copy(S[slot, :, :], B[pid, k, :, :])
+                if slot == slots - 1:
+                    # Flow control: no block multicasts into a slot of the next round before
+                    # every block of the cluster has stored this round's tiles.
+                    T.cluster_sync()
 
     return main
 

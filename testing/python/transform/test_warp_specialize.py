@@ -146,11 +146,13 @@ def persistent_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, blocks=3, thread
 
 
 def cluster_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, threads=256, stages=3,
-                 cluster=(2, 1), panel=8, ragged_range=False):
+                 cluster=(2, 1), panel=8, ragged_range=False, slot_by_block=False):
     """C = A @ B in clusters of ``cluster`` blocks (rasterized in panels of ``panel``): the
     blocks of a (2, 1) cluster share their A tiles, those of a (1, 2) cluster their B tiles.
     ``ragged_range``: the K loop of odd columns of blocks is one step shorter (the blocks of
-    a cluster run different iterations: nothing can be multicast)."""
+    a cluster run different iterations: nothing can be multicast).  ``slot_by_block``: A
+    lands in one of two shared tiles chosen by the block's x index (the blocks of a (2, 1)
+    cluster load the same box to different tiles: it cannot be multicast)."""
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
@@ -158,15 +160,16 @@ def cluster_gemm(M=512, N=512, K=256, bm=128, bn=128, bk=64, threads=256, stages
         with T.ClusterKernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads,
                              cluster_dims=(*cluster, 1)) as (bx, by):
             T.use_swizzle(panel)
-            A_s = T.alloc_shared((bm, bk), "float16")
+            A_s = T.alloc_shared((2 if slot_by_block else 1, bm, bk), "float16")
             B_s = T.alloc_shared((bk, bn), "float16")
             C_f = T.alloc_fragment((bm, bn), "float32")
+            slot = bx % 2 if slot_by_block else 0
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, bk) - (bx % 2 if ragged_range else 0),
                                  num_stages=stages):
-                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(A[by * bm, k * bk], A_s[slot, :, :])
                 T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
+                T.gemm(A_s[slot, :, :], B_s, C_f)
             T.copy(C_f, C[by * bm, bx * bn])
 
     return main
@@ -517,5 +520,14 @@ def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
     assert "no TMA multicast for loop 0: its range" in caplog.text
     s = split_summary(f)
     assert s["arrive_counts"] == [1, 1, 1, 2, 2, 2]
+    assert not dev_calls(f.body, "tma_load_multicast")
+    assert not dev_calls(f.body, "mbarrier_arrive_remote")
+
+
+def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast():
+    """A multicast writes the issuer's destination in every block: a copy of the same box to
+    a tile chosen by the block index is loaded by each block itself."""
+    f = lowered(cluster_gemm(slot_by_block=True))
+    assert split_summary(f)["arrive_counts"] == [1, 1, 1, 2, 2, 2]
     assert not dev_calls(f.body, "tma_load_multicast")
     assert not dev_calls(f.body, "mbarrier_arrive_remote")
