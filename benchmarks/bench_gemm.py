@@ -184,7 +184,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     configs = QUICK if args.quick else CONFIGS
     if args.configs:
-        configs = [tuple(int(x) if x.isdigit() else x for x in c.split("x")) for c in args.configs]
+        configs = [tuple(int(x) if x.isdigit() else x for x in c.split("x", 5))
+                   for c in args.configs]  # the epilogue code may itself hold an "x"
         configs = [c if len(c) == 6 else (*c, "r") for c in configs]
     sm80 = SM80_PATH if args.path == "sm80" else {}
     tri = triton_matmul()
