@@ -54,6 +54,10 @@ MBARRIER_ARRIVE_REMOTE = _op(
     "mbarrier_arrive_remote", Effect(commits=Mechanism.MBARRIER),
     "arrive (release, cluster scope) on the mbarrier at this address in block `cta_id` of "
     "the cluster")
+MBARRIER_ARRIVE_REMOTE_CTA = _op(
+    "mbarrier_arrive_remote_cta", Effect(commits=Mechanism.MBARRIER),
+    "arrive (release, CTA scope) on the mbarrier at this address in block `cta_id` of the "
+    "cluster: this thread's reads are complete (a consumer releasing a pipeline stage)")
 MBARRIER_WAIT_CLUSTER = _op(
     "mbarrier_wait_cluster", Effect(waits=Mechanism.MBARRIER),
     "wait on this block's mbarrier for the phase of parity `parity`, acquiring at cluster "
@@ -70,7 +74,7 @@ CLC_FIRST_CTAID = tuple(
     for axis in "xyz")
 
 OPS = (CLUSTER_ARRIVE, CLUSTER_ARRIVE_RELAXED, CLUSTER_WAIT, CLUSTER_SYNC, BLOCK_RANK,
-       MBARRIER_ARRIVE_REMOTE, MBARRIER_WAIT_CLUSTER, CLC_TRY_CANCEL,
+       MBARRIER_ARRIVE_REMOTE, MBARRIER_ARRIVE_REMOTE_CTA, MBARRIER_WAIT_CLUSTER, CLC_TRY_CANCEL,
        CLC_TRY_CANCEL_MULTICAST, CLC_IS_CANCELED, *CLC_FIRST_CTAID)
 # the cluster launch control ops exist from sm_100 on
 SM100_OPS = (CLC_TRY_CANCEL, CLC_TRY_CANCEL_MULTICAST, CLC_IS_CANCELED, *CLC_FIRST_CTAID)
@@ -96,8 +100,9 @@ def block_rank() -> tirx.Call:
     return call(BLOCK_RANK)
 
 
-def mbarrier_arrive_remote(bar_addr, cta_id) -> tirx.Call:
-    return call(MBARRIER_ARRIVE_REMOTE, bar_addr, cta_id)
+def mbarrier_arrive_remote(bar_addr, cta_id, release_cluster: bool = True) -> tirx.Call:
+    return call(MBARRIER_ARRIVE_REMOTE if release_cluster else MBARRIER_ARRIVE_REMOTE_CTA,
+                bar_addr, cta_id)
 
 
 def mbarrier_wait_cluster(bar_addr, parity) -> tirx.Call:

@@ -12,7 +12,7 @@ buffer where the copy stands), destination elements outside their buffer are not
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import tvm
@@ -237,6 +237,7 @@ class TmaPlan:
     panels: int
     panel_elems: int
     nbytes: int
+    bands: int = 1  # boxes stacked along dim 1 (box[1] rows each) in every panel
 
 
 def tma_enabled(target, config: dict, op: Copy | None = None) -> bool:
@@ -403,22 +404,43 @@ def _boxes(op: Copy, plan: TmaPlan) -> list:
     d0 = [m for m in R.mins(op.dst)]
     out = []
     for p in range(plan.panels):
-        coords = list(plan.coords)
-        coords[0] = coords[0] + p * plan.box[0]
-        at = tirx.BufferLoad(dst, d0[:-1] + [d0[-1] + p * plan.box[0]]) if plan.panels > 1 \
-            else tirx.BufferLoad(dst, d0)
-        out.append((at, coords))
+        for b in range(plan.bands):
+            coords = list(plan.coords)
+            coords[0] = coords[0] + p * plan.box[0]
+            at = list(d0)
+            if plan.panels > 1:
+                at[-1] = at[-1] + p * plan.box[0]
+            if plan.bands > 1:
+                coords[1] = coords[1] + b * plan.box[1]
+                at[-2] = at[-2] + b * plan.box[1]
+            out.append((tirx.BufferLoad(dst, at), coords))
     return out
 
 
+def _banded(op: Copy, plan: TmaPlan, parts: int) -> TmaPlan:
+    """``plan`` with each panel cut into ``parts`` boxes along dim 1 (the tile's rows), when
+    it has fewer boxes than ``parts`` and its rows split into whole swizzle atoms (8 rows), so
+    that ``parts`` blocks can share its issue; else ``plan``."""
+    dst = R.buffer_of(op.dst)
+    if plan.panels >= parts or len(plan.box) < 2 or len(dst.shape) < 2:
+        return plan
+    rows = int(plan.box[1])
+    if int(dst.shape[-2]) != rows or rows % (8 * parts):
+        return plan
+    box = (plan.box[0], rows // parts) + tuple(plan.box[2:])
+    return replace(plan, box=box, bands=parts)
+
+
 def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
-               scope: int = 0, cluster_mask: int = 0) -> tirx.Stmt:
+               scope: int = 0, cluster_mask: int = 0, shared_issue: bool = False) -> tirx.Stmt:
     """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
     by the group's first thread (of every ``scope`` threads) after ``before``; the tensor map
     is encoded on the host.  With a ``cluster_mask``, the block of the mask's lowest rank
     multicasts the loads to every block of the mask, the mask's other blocks issue none (their
     tiles and barriers receive the multicast), and blocks outside the mask load for
-    themselves."""
+    themselves; ``shared_issue`` deals the boxes out among the mask's blocks instead (box
+    ``i`` multicast by the mask's ``i mod n``-th block), which needs every block of the mask
+    to wait until the slot is free in all of them."""
     from ..device import cluster
     from ..ir_utils import seq
 
@@ -435,9 +457,12 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
         rank = cluster.block_rank()
         outside = tirx.bitwise_and(tirx.shift_right(tirx.const(cluster_mask, "int32"), rank),
                                    tirx.const(1, "int32")) == 0
-        first = (cluster_mask & -cluster_mask).bit_length() - 1
-        issues = [tirx.IfThenElse(rank == first, seq(multicast),
-                                  tirx.IfThenElse(outside, seq(issues), None))]
+        ranks = [r for r in range(16) if cluster_mask >> r & 1]
+        if not shared_issue:
+            ranks = ranks[:1]
+        dealt = [tirx.IfThenElse(rank == r, seq(multicast[i::len(ranks)]), None)
+                 for i, r in enumerate(ranks) if multicast[i::len(ranks)]]
+        issues = dealt + [tirx.IfThenElse(outside, seq(issues), None)]
     body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
 
@@ -535,8 +560,14 @@ def _copy_tma_store(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 
 
 def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
-    return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier,
-                      cluster_mask=ctx.tma_multicast)
+    """A load of a warp-specialized pipeline; a multicast one is issued by every block of its
+    cluster, each multicasting its share of the boxes (the protocol frees a slot only when
+    every block of the cluster is done with it)."""
+    plan = _planned(op, ctx)
+    if ctx.tma_multicast:
+        plan = _banded(op, plan, bin(ctx.tma_multicast).count("1"))
+    return _tma_issue(op, ctx, plan, ctx.tma_barrier, cluster_mask=ctx.tma_multicast,
+                      shared_issue=True)
 
 
 def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:

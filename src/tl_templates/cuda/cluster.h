@@ -53,6 +53,17 @@ TL_DEVICE void mbarrier_arrive_remote(void* bar, int cta_id) {
                : "memory");
 }
 
+// The same arrive releasing at CTA scope (PTX's default), as Hopper pipelines signal that a
+// thread's reads of a stage are complete.  The cluster-scope release above compiles to a
+// GPU-wide memory barrier (MEMBAR.ALL.GPU) before the arrive, which in a pipeline's loop
+// stalls the consumer every iteration.
+TL_DEVICE void mbarrier_arrive_remote_cta(void* bar, int cta_id) {
+  uint32_t local = smem_addr(bar);
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(cta_id));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
 // Wait on this block's mbarrier for the phase of parity `parity`, acquiring at cluster scope
 // (what other blocks released by arriving is then visible).
 TL_DEVICE void mbarrier_wait_cluster(void* bar, int parity) {

@@ -491,19 +491,28 @@ def test_persistent_shared_epilogue_waits_for_its_store_before_the_next_tile():
 # clusters: TMA multicast of the tiles the blocks of a cluster share ---------------------------
 @pytest.mark.parametrize("cluster,shared", [((2, 1), "A_s"), ((1, 2), "B_s")])
 def test_cluster_shares_its_tile_by_multicast(cluster, shared):
-    """Rank 0 multicasts the tile every block of the cluster loads alike (A along a cluster
-    of the grid's x, B along y); the consumers of each block arrive on the empty barrier of
-    every block of the cluster (counts doubled), and the kernel ends at a cluster barrier."""
+    """The tile every block of the cluster loads alike (A along a cluster of the grid's x, B
+    along y) is multicast, each block issuing its share of the boxes (a tile of one box is cut
+    into bands of rows); the consumers of each block arrive on the empty barrier of every
+    block of the cluster (counts doubled), and the kernel ends at a cluster barrier."""
     f = lowered(cluster_gemm(cluster=cluster))
     s = split_summary(f)
     assert s["arrive_counts"] == [1, 1, 1, 4, 4, 4]  # empty: 2 warp groups x 2 blocks
     (producer,) = [v for k, v in regions(f).items() if k[0] == 256]
     multicast = dev_calls(producer, "tma_load_multicast")
-    # A: one 128-byte box; B: 256-byte rows, two boxes
-    assert len(multicast) == (1 if shared == "A_s" else 2)
+    # A: 128-byte rows, cut into two bands of 64 rows; B: 256-byte rows, two boxes side by side
+    assert len(multicast) == 2
     assert all(int(c.args[3]) == 0b11 and shared in str(c.args[0]) for c in multicast)
+    dim = 1 if shared == "A_s" else 0
+    offset = tvm.sym.Analyzer().simplify(multicast[1].args[4 + dim] - multicast[0].args[4 + dim])
+    assert int(offset) == 64
+    issuers = [i for i in find_all(producer, tirx.IfThenElse)
+               if dev_calls(i.then_case, "tma_load_multicast") and "block_rank" in str(i.condition)]
+    assert sorted(str(i.condition)[-1] for i in issuers) == ["0", "1"]  # one box each
     (consumer,) = [v for k, v in regions(f).items() if k[0] == 0]
-    remote = dev_calls(consumer, "mbarrier_arrive_remote")
+    # a release at CTA scope: the cluster-scope one is a GPU-wide memory barrier per arrive
+    assert not dev_calls(consumer, "mbarrier_arrive_remote")
+    remote = dev_calls(consumer, "mbarrier_arrive_remote_cta")
     assert sorted(int(c.args[1]) for c in remote) == [0, 0, 1, 1]  # in the loop and after
     src = tilelang.compile(cluster_gemm(cluster=cluster), out_idx=[2], target=SM90) \
         .get_kernel_source()
@@ -521,7 +530,7 @@ def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
     s = split_summary(f)
     assert s["arrive_counts"] == [1, 1, 1, 2, 2, 2]
     assert not dev_calls(f.body, "tma_load_multicast")
-    assert not dev_calls(f.body, "mbarrier_arrive_remote")
+    assert not dev_calls(f.body, "mbarrier_arrive_remote_cta")
 
 
 def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast():
@@ -530,4 +539,4 @@ def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast(
     f = lowered(cluster_gemm(slot_by_block=True))
     assert split_summary(f)["arrive_counts"] == [1, 1, 1, 2, 2, 2]
     assert not dev_calls(f.body, "tma_load_multicast")
-    assert not dev_calls(f.body, "mbarrier_arrive_remote")
+    assert not dev_calls(f.body, "mbarrier_arrive_remote_cta")
