@@ -135,9 +135,21 @@ FENCE_PROXY_ASYNC = register_device_op(
     "with tiles (address_of), only shared memory's (.shared::cta)")
 
 
-def fence_proxy_async(*tiles) -> tirx.Call:
+FENCE_PROXY_ASYNC_SHARED = register_device_op(
+    "tl.device.fence_proxy_async_shared", Effect(proxy=Proxy.ASYNC),
+    lambda c: getattr(_T.ptx.fence.proxy.async_, "shared::cta")(),
+    "fence.proxy.async.shared::cta: this thread's generic-proxy accesses of the block's shared "
+    "memory before its async-proxy ones (the fence without a state space also waits for "
+    "global memory: a MEMBAR.GPU)")
+
+
+def fence_proxy_async(*tiles, shared: bool = False) -> tirx.Call:
     """A proxy fence; ``tiles`` (``address_of`` of shared tiles) limit it to shared memory and
-    let ``ElideProxyFences`` drop it when no generic-proxy write reaches them."""
+    let ``ElideProxyFences`` drop it when no generic-proxy write reaches them; ``shared``
+    limits it to all of the block's shared memory (a TMA store's tile, a tile reused across
+    proxies)."""
+    if shared:
+        return call(FENCE_PROXY_ASYNC_SHARED)
     return call(FENCE_PROXY_ASYNC, *tiles)
 
 

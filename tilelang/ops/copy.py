@@ -668,6 +668,6 @@ def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int,
         stores.append(tirx.Evaluate(tma.tma_store_wait(0, read=True)))
     # the fence names no tile: one naming the tile would count as a read of it, and put a
     # barrier before the fence
-    body = seq([tirx.Evaluate(device.fence_proxy_async()), _group_barrier(ctx),
+    body = seq([tirx.Evaluate(device.fence_proxy_async(shared=True)), _group_barrier(ctx),
                 _scope_leader(ctx, scope, stores)])
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, gbuf, plan), body)

@@ -365,7 +365,7 @@ def test_tma_write_into_reused_bytes_is_preceded_by_a_proxy_fence():
     assert share(p, "X_s", "Y_s")
     tma = text.index("device_tma_load(T.address_of(Y_s")
     last_x = text.rindex("X_s[", 0, tma)
-    assert re.search(r"T\.device_fence_proxy_async\(\)\n\s*T\.device_barrier\(0, 128\)",
+    assert re.search(r"T\.device_fence_proxy_async_shared\(\)\n\s*T\.device_barrier\(0, 128\)",
                      text[last_x:tma])
 
 

@@ -177,7 +177,7 @@ def test_copy_of_a_tile_to_global_is_a_tma_store():
     assert len(wait.args) == 1  # .read: until the stores have read S
     text = f.script()
     # every thread fences its writes of S (async proxy), the block meets, thread 0 stores
-    fence = text.index("T.device_fence_proxy_async()")
+    fence = text.index("T.device_fence_proxy_async_shared()")
     bar = text.index("T.device_barrier(0, 128)", fence)
     assert fence < bar < text.index("if tx == 0:", bar) < text.index("T.device_tma_store(", bar)
     # the others: after the mbarrier's init, and the load's (earlier readers of S are done)

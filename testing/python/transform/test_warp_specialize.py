@@ -485,7 +485,7 @@ def test_persistent_shared_epilogue_waits_for_its_store_before_the_next_tile():
     # in each tile: the consumers' barrier, then C_s written, then fence, barrier, stores
     first_write = text.index("C_s[")
     assert text.rindex("T.device_barrier(4, 256)", 0, first_write) < first_write < \
-        text.index("T.device_fence_proxy_async()") < store
+        text.index("T.device_fence_proxy_async_shared()") < store
 
 
 # clusters: TMA multicast of the tiles the blocks of a cluster share ---------------------------
