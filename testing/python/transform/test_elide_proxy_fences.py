@@ -76,6 +76,24 @@ def test_user_fence_stays():
     assert FENCE in ptx(main)
 
 
+def test_tma_store_fences_shared_memory_only():
+    """Before a TMA store the threads order their writes of the tile, in shared memory: the
+    fence without a state space would also wait for global memory (MEMBAR.ALL.GPU)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            for i, j in T.Parallel(64, 64):
+                S[i, j] = A[i, j] * T.float16(2)
+            T.copy(S, C)
+
+    text = tilelang.compile(main, out_idx=[1], target="cuda -arch=sm_90a").get_ptx()
+    store = text.index("cp.async.bulk.tensor.2d.global.shared")
+    assert SHARED_FENCE in text and text.index(SHARED_FENCE) < store
+    assert FENCE not in text
+
+
 def test_a_write_through_a_view_keeps_the_fence():
     """Pass level: a store into a view of the tile counts as a write of the tile."""
     from tvm import tirx

@@ -517,6 +517,7 @@ def test_cluster_shares_its_tile_by_multicast(cluster, shared):
     src = tilelang.compile(cluster_gemm(cluster=cluster), out_idx=[2], target=SM90) \
         .get_kernel_source()
     assert "multicast__cluster" in src
+    assert "tl::mbarrier_arrive_remote_cta(" in src and "tl::mbarrier_arrive_remote(" not in src
     # every block's barriers exist before any multicast; no block leaves before the others'
     # last arrivals on its barriers
     assert src.count("tl::cluster_sync();") == 2
