@@ -237,7 +237,8 @@ class TmaPlan:
     panels: int
     panel_elems: int
     nbytes: int
-    bands: int = 1  # boxes stacked along dim 1 (box[1] rows each) in every panel
+    bands: int = 1  # boxes stacked along dim ``band_dim`` (the rows) in every panel
+    band_dim: int = 1
 
 
 def tma_enabled(target, config: dict, op: Copy | None = None) -> bool:
@@ -334,6 +335,11 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
         if box[0] % panel:
             return "the tile's panels do not divide its rows"
         panels, box[0] = box[0] // panel, panel
+    if panels > 1 and sum(b > 1 for b in box[1:]) > 1:
+        # a box lands contiguously, slice after slice; the layout keeps a slice's panels
+        # together
+        return ("the tile stacks several 2-D slices of several swizzle panels each, which "
+                "one box per panel cannot write")
     if box[0] * eb % 16:
         return f"the tile's rows are {box[0] * eb} bytes, not a multiple of 16"
     if sw and box[0] * eb > sw:
@@ -411,24 +417,29 @@ def _boxes(op: Copy, plan: TmaPlan) -> list:
             if plan.panels > 1:
                 at[-1] = at[-1] + p * plan.box[0]
             if plan.bands > 1:
-                coords[1] = coords[1] + b * plan.box[1]
-                at[-2] = at[-2] + b * plan.box[1]
+                rows = plan.box[plan.band_dim]
+                coords[plan.band_dim] = coords[plan.band_dim] + b * rows
+                at[-2] = at[-2] + b * rows
             out.append((tirx.BufferLoad(dst, at), coords))
     return out
 
 
 def _banded(op: Copy, plan: TmaPlan, parts: int) -> TmaPlan:
-    """``plan`` with each panel cut into ``parts`` boxes along dim 1 (the tile's rows), when
-    it has fewer boxes than ``parts`` and its rows split into whole swizzle atoms (8 rows), so
-    that ``parts`` blocks can share its issue; else ``plan``."""
+    """``plan`` with each panel cut into ``parts`` boxes along its rows (the one dim of the box
+    past the innermost that is not 1: the tile's second-last), when it has fewer boxes than
+    ``parts`` and its rows split into whole swizzle atoms (8 rows), so that ``parts`` blocks
+    can share its issue; else ``plan``."""
     dst = R.buffer_of(op.dst)
-    if plan.panels >= parts or len(plan.box) < 2 or len(dst.shape) < 2:
-        return plan
-    rows = int(plan.box[1])
+    outer = [d for d in range(1, len(plan.box)) if int(plan.box[d]) > 1]
+    if plan.panels >= parts or len(outer) != 1 or len(dst.shape) < 2:
+        return plan  # (several outer dims: a box of several 2-D slices)
+    (dim,) = outer
+    rows = int(plan.box[dim])
     if int(dst.shape[-2]) != rows or rows % (8 * parts):
         return plan
-    box = (plan.box[0], rows // parts) + tuple(plan.box[2:])
-    return replace(plan, box=box, bands=parts)
+    box = list(plan.box)
+    box[dim] = rows // parts
+    return replace(plan, box=tuple(box), bands=parts, band_dim=dim)
 
 
 def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),

@@ -201,10 +201,11 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     Parities as in :class:`MbarrierProtocol`; each group advances its own copy of the ring
     base after the loop.
 
-    With ``cluster_size`` blocks per cluster (some loads multicast by rank 0 into every
-    block's slot), a slot is free only when the consumers of every block of the cluster are
-    done with it: they arrive on ``empty[s]`` of each block of the cluster (their own, then
-    the others' through ``mapa``), whose arrive count is that many times larger."""
+    With ``cluster_size`` blocks per cluster (some loads multicast into every block's slot,
+    each block issuing a share of their boxes), a slot is free only when the consumers of
+    every block of the cluster are done with it: they arrive on ``empty[s]`` of each block of
+    the cluster (their own, then the others' through ``mapa``), whose arrive count is that
+    many times larger."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
                  nbytes: int, producer_rank, name: str = "pipe", tiles=(),

@@ -492,7 +492,8 @@ class _Kernels(StmtMutator):
         copy's source box and destination tile, the loop's range and the control on its way
         read no memory and name only parameters, constants, the serial loops on the way and
         the block indices along which the cluster has one block (``T.use_swizzle`` keeps that, see
-        ``LowerKernelLaunch``).  Such a copy is multicast by rank 0 to the whole cluster."""
+        ``LowerKernelLaunch``).  Such a copy is multicast to the whole cluster, every block
+        issuing its share of the boxes (``_copy_tma_producer``)."""
         dims = {a.node.thread_tag: int(a.value) for a in chain
                 if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
         size = 1

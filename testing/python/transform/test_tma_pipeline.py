@@ -118,6 +118,31 @@ def test_fallbacks_say_why(caplog):
     assert not calls(f, "tma_load") and "not a proven multiple of 16 bytes" in caplog.text
 
 
+def test_stacked_slices_of_several_panels_fall_back(caplog):
+    """A box lands contiguously, slice after slice, but the swizzled layout keeps each 2-D
+    slice's panels together: a tile of 2 slices of 2 panels cannot be one box per panel."""
+    from tilelang.layout.swizzle import make_gmma_swizzled_layout
+
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+
+    @T.prim_func
+    def k(X: T.Tensor((2, 1024, 128), "float16"), Y: T.Tensor((2, 64, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            X_s = T.alloc_shared((2, 64, 128), "float16")
+            T.annotate_layout({X_s: make_gmma_swizzled_layout(X_s)})
+            F = T.alloc_fragment((2, 64, 128), "float32")
+            T.clear(F)
+            for i in T.Pipelined(16, num_stages=2):
+                T.copy(X[0:2, i * 64:(i + 1) * 64, 0:128], X_s)
+                for a, r, c in T.Parallel(2, 64, 128):
+                    F[a, r, c] += X_s[a, r, c]
+            T.copy(F, Y)
+
+    f = lowered(k)
+    assert not calls(f, "tma_load") and calls(f, "cp_async")
+    assert "several 2-D slices of several swizzle panels" in caplog.text
+
+
 def test_disable_tma():
     f = lowered(matmul(512, 512, 512, 128, 64, 64, num_stages=3), **{"tl.disable_tma_lower": True})
     assert calls(f, "cp_async") and not calls(f, "tma_load") and not calls(f, "mbarrier_init")

@@ -524,6 +524,52 @@ def test_cluster_shares_its_tile_by_multicast(cluster, shared):
     assert src.rstrip().removesuffix("}").rstrip().endswith("tl::cluster_sync();")
 
 
+def test_cluster_tile_of_stacked_slices_is_not_cut_into_bands():
+    """A box of several 2-D slices lands slice after slice: halving its rows would put the
+    second slice's rows into the first slice.  Such a tile is multicast whole, by rank 0."""
+
+    @T.prim_func
+    def main(X: T.Tensor((2, 1024, 64), "float16"), Y: T.Tensor((2, 64, 64), "float32")):
+        with T.ClusterKernel(2, threads=128, cluster_dims=(2, 1, 1)):
+            X_s = T.alloc_shared((2, 64, 64), "float16")
+            F = T.alloc_fragment((2, 64, 64), "float32")
+            T.clear(F)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(X[0:2, k * 64:(k + 1) * 64, 0:64], X_s)
+                for a, r, c in T.Parallel(2, 64, 64):
+                    F[a, r, c] += X_s[a, r, c]
+            T.copy(F, Y)
+
+    f = lowered(main)
+    assert len(dev_calls(f.body, "tma_load_multicast")) == 1
+    (enc,) = find_all(f.body, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
+                      c.op.name == "tirx.tensormap_encode_tiled")
+    assert [int(b) for b in enc.args[7:10]] == [64, 64, 2]  # the box: whole slices
+
+
+def test_cluster_tile_of_a_4d_tensor_is_cut_into_bands_along_its_rows():
+    """A BSHD tile (the box's dim 1 is the unit head dim): the bands cut the sequence rows."""
+
+    @T.prim_func
+    def main(K: T.Tensor((1, 1024, 2, 64), "float16"), Y: T.Tensor((2, 64, 64), "float32")):
+        with T.ClusterKernel(2, threads=128, cluster_dims=(2, 1, 1)) as bx:
+            K_s = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            T.clear(F)
+            for k in T.Pipelined(16, num_stages=2):
+                T.copy(K[0, k * 64:(k + 1) * 64, 1, :], K_s)
+                for r, c in T.Parallel(64, 64):
+                    F[r, c] += K_s[r, c]
+            T.copy(F, Y[bx, :, :])
+
+    f = lowered(main)
+    first, second = dev_calls(f.body, "tma_load_multicast")
+    assert int(tvm.sym.Analyzer().simplify(second.args[6] - first.args[6])) == 32  # seq rows
+    (enc,) = find_all(f.body, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
+                      c.op.name == "tirx.tensormap_encode_tiled")
+    assert [int(b) for b in enc.args[9:13]] == [64, 1, 32, 1]
+
+
 def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
     with caplog.at_level(logging.DEBUG, logger="tilelang"):
         f = lowered(cluster_gemm(ragged_range=True))
