@@ -58,8 +58,10 @@ def test_shared_epilogue_leaves_in_tma_stores():
     assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 4
     assert "cp.async.bulk.commit_group" in ptx and "cp.async.bulk.wait_group.read 0" in ptx
     # every consumer thread fences its writes of C_s, then the consumers meet, then one stores
-    tail = src[src.index("tvm_builtin_ptx_fence_proxy_proxy_async();"):]
+    # (a fence of shared memory only: the unqualified one waits for global memory as well)
+    tail = src[src.index("tvm_builtin_ptx_fence_proxy_proxy_async_shared__cta();"):]
     assert tail.index("barrier_sync_count_sync(((uint)4), ((uint)256))") < tail.index("s2g")
+    assert "fence.proxy.async.shared::cta;" in ptx and "fence.proxy.async;" not in ptx
     _, ptx = _ptx(matmul(1024, 1024, 1024, 128, 256, 64, num_stages=3, threads=256,
                          shared_epilogue=True), **{"tl.disable_tma_lower": True})
     assert "cp.async.bulk.tensor" not in ptx
