@@ -39,3 +39,29 @@ def producer_consumer(M=512, N=64, bm=64, dtype="float16"):
                 T.copy(F, B[(2 * i + 1) * bm, 0])
 
     return main
+
+
+def stacked_slices_sum(cols: int, blocks: int = 1, swizzled: bool = False):
+    """Y[b] = the sum over 16 steps of X[0:2, 64 rows of the step, :], streamed by a pipelined
+    loop through a tile of two stacked 64 x ``cols`` slices; ``blocks`` blocks in one cluster,
+    every one loading the same slices; ``swizzled``: the tile in the TMA/GMMA swizzle."""
+    from tilelang.layout.swizzle import make_gmma_swizzled_layout
+
+    cluster = (blocks, 1, 1) if blocks > 1 else None
+
+    @T.prim_func
+    def main(X: T.Tensor((2, 1024, cols), "float16"),
+             Y: T.Tensor((blocks, 2, 64, cols), "float32")):
+        with T.Kernel(blocks, threads=128, cluster_dims=cluster) as bx:
+            X_s = T.alloc_shared((2, 64, cols), "float16")
+            if swizzled:
+                T.annotate_layout({X_s: make_gmma_swizzled_layout(X_s)})
+            F = T.alloc_fragment((2, 64, cols), "float32")
+            T.clear(F)
+            for i in T.Pipelined(16, num_stages=2):
+                T.copy(X[0:2, i * 64:(i + 1) * 64, 0:cols], X_s)
+                for a, r, c in T.Parallel(2, 64, cols):
+                    F[a, r, c] += X_s[a, r, c]
+            T.copy(F, Y[bx, :, :, :])
+
+    return main

@@ -16,6 +16,7 @@ from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import matmul  # noqa: E402
+from tma_programs import stacked_slices_sum  # noqa: E402
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -121,24 +122,8 @@ def test_fallbacks_say_why(caplog):
 def test_stacked_slices_of_several_panels_fall_back(caplog):
     """A box lands contiguously, slice after slice, but the swizzled layout keeps each 2-D
     slice's panels together: a tile of 2 slices of 2 panels cannot be one box per panel."""
-    from tilelang.layout.swizzle import make_gmma_swizzled_layout
-
     caplog.set_level(logging.DEBUG, logger="tilelang")
-
-    @T.prim_func
-    def k(X: T.Tensor((2, 1024, 128), "float16"), Y: T.Tensor((2, 64, 128), "float32")):
-        with T.Kernel(1, threads=128):
-            X_s = T.alloc_shared((2, 64, 128), "float16")
-            T.annotate_layout({X_s: make_gmma_swizzled_layout(X_s)})
-            F = T.alloc_fragment((2, 64, 128), "float32")
-            T.clear(F)
-            for i in T.Pipelined(16, num_stages=2):
-                T.copy(X[0:2, i * 64:(i + 1) * 64, 0:128], X_s)
-                for a, r, c in T.Parallel(2, 64, 128):
-                    F[a, r, c] += X_s[a, r, c]
-            T.copy(F, Y)
-
-    f = lowered(k)
+    f = lowered(stacked_slices_sum(128, swizzled=True))
     assert not calls(f, "tma_load") and calls(f, "cp_async")
     assert "several 2-D slices of several swizzle panels" in caplog.text
 

@@ -17,6 +17,7 @@ from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import matmul  # noqa: E402
+from tma_programs import stacked_slices_sum  # noqa: E402
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -527,20 +528,7 @@ def test_cluster_shares_its_tile_by_multicast(cluster, shared):
 def test_cluster_tile_of_stacked_slices_is_not_cut_into_bands():
     """A box of several 2-D slices lands slice after slice: halving its rows would put the
     second slice's rows into the first slice.  Such a tile is multicast whole, by rank 0."""
-
-    @T.prim_func
-    def main(X: T.Tensor((2, 1024, 64), "float16"), Y: T.Tensor((2, 64, 64), "float32")):
-        with T.ClusterKernel(2, threads=128, cluster_dims=(2, 1, 1)):
-            X_s = T.alloc_shared((2, 64, 64), "float16")
-            F = T.alloc_fragment((2, 64, 64), "float32")
-            T.clear(F)
-            for k in T.Pipelined(16, num_stages=2):
-                T.copy(X[0:2, k * 64:(k + 1) * 64, 0:64], X_s)
-                for a, r, c in T.Parallel(2, 64, 64):
-                    F[a, r, c] += X_s[a, r, c]
-            T.copy(F, Y)
-
-    f = lowered(main)
+    f = lowered(stacked_slices_sum(64, blocks=2))
     assert len(dev_calls(f.body, "tma_load_multicast")) == 1
     (enc,) = find_all(f.body, tvm.ir.Call, lambda c: isinstance(c.op, tvm.ir.Op) and
                       c.op.name == "tirx.tensormap_encode_tiled")
