@@ -57,7 +57,7 @@ def main():
     pers_staged = tilelang.compile(persistent_gemm(256, 384, 256, blocks=2,
                                                    shared_epilogue=True), out_idx=[2])
     c_pers_staged = pers_staged(a, pb)
-    # clusters of two blocks, rank 0 multicasting the A tiles they share
+    # clusters of two blocks, each multicasting its band of the A tiles they share
     from test_warp_specialize import cluster_gemm
 
     clustered = tilelang.compile(cluster_gemm(256, 512, 256), out_idx=[2])

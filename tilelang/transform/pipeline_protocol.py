@@ -43,7 +43,7 @@ WS_ROLE = "tl.ws_role"
 WS_LOOP = "tl.ws_loop"
 WS_PARTITION = "tl.ws_partition"
 # ``[blocks per cluster, [positions of the loop body's TMA copies to multicast]]``: copies every
-# block of the cluster makes alike, which rank 0 multicasts to the cluster
+# block of the cluster makes alike, multicast to the cluster (each block issuing a share)
 WS_MULTICAST = "tl.ws_multicast"
 
 
