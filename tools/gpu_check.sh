@@ -6,6 +6,7 @@
 #   run(command="bash tools/gpu_check.sh bench", carry=[".gpu"])
 #   run(command="bash tools/gpu_check.sh 'tests sanitize'", carry=[".gpu"])
 #   run(command="bash tools/gpu_check.sh study", carry=[".gpu"])   # async vs sync, with ncu
+#   run(command="bash tools/gpu_check.sh cluster", carry=[".gpu"]) # GEMM with TMA multicast
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.
 source .gpu/gpu-env.sh > "$OUT/env.log" 2>&1 || { cat "$OUT/env.log"; exit 1; }
@@ -38,6 +39,10 @@ for part in ${1:-tests}; do
       tail -6 "$OUT/bench_gemm_sm80.log"
       step bench_jit 150 python3 benchmarks/bench_jit.py
       tail -14 "$OUT/bench_jit.log" ;;
+    cluster)  # the plain GEMM against its 2x1 and 1x2 cluster-multicast builds
+      step bench_cluster 300 python3 benchmarks/bench_gemm.py --configs 128x256x64x256x4xs \
+        128x256x64x256x4xcxs 128x256x64x256x4xcys --rounds 5 --no-stage-study
+      grep -E "TFLOP/s \(" "$OUT/bench_cluster.log" | cut -c1-100 ;;
     attention)
       step bench_attention 500 python3 benchmarks/bench_attention.py
       tail -14 "$OUT/bench_attention.log" ;;
@@ -51,7 +56,7 @@ for part in ${1:-tests}; do
         echo "$k-$w tensor pipe: $(grep -Eo 'pct_of_peak_sustained_active +[^ ]+ +[0-9.]+' \
           "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
       done; done ;;
-    *) echo "unknown part $part (tests, sanitize, bench, attention, study)"; exit 2 ;;
+    *) echo "unknown part $part (tests, sanitize, bench, cluster, attention, study)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"
