@@ -100,9 +100,12 @@ def block_rank() -> tirx.Call:
     return call(BLOCK_RANK)
 
 
-def mbarrier_arrive_remote(bar_addr, cta_id, release_cluster: bool = True) -> tirx.Call:
-    return call(MBARRIER_ARRIVE_REMOTE if release_cluster else MBARRIER_ARRIVE_REMOTE_CTA,
-                bar_addr, cta_id)
+def mbarrier_arrive_remote(bar_addr, cta_id) -> tirx.Call:
+    return call(MBARRIER_ARRIVE_REMOTE, bar_addr, cta_id)
+
+
+def mbarrier_arrive_remote_cta(bar_addr, cta_id) -> tirx.Call:
+    return call(MBARRIER_ARRIVE_REMOTE_CTA, bar_addr, cta_id)
 
 
 def mbarrier_wait_cluster(bar_addr, parity) -> tirx.Call:
@@ -143,4 +146,5 @@ def cluster_extents(chain: list) -> dict:
 __all__ = ["CLUSTER_BARRIER", "CLUSTER_TAGS", "HEADER", "OPS", "SM100_OPS", "arrive",
            "arrive_relaxed", "block_rank", "clc_first_ctaid", "clc_is_canceled",
            "clc_try_cancel", "cluster_extents", "mbarrier_arrive_remote",
+           "mbarrier_arrive_remote_cta",
            "mbarrier_wait_cluster", "ops_in", "sync", "wait"]

@@ -143,14 +143,16 @@ FENCE_PROXY_ASYNC_SHARED = register_device_op(
     "global memory: a MEMBAR.GPU)")
 
 
-def fence_proxy_async(*tiles, shared: bool = False) -> tirx.Call:
+def fence_proxy_async(*tiles) -> tirx.Call:
     """A proxy fence; ``tiles`` (``address_of`` of shared tiles) limit it to shared memory and
-    let ``ElideProxyFences`` drop it when no generic-proxy write reaches them; ``shared``
-    limits it to all of the block's shared memory (a TMA store's tile, a tile reused across
-    proxies)."""
-    if shared:
-        return call(FENCE_PROXY_ASYNC_SHARED)
+    let ``ElideProxyFences`` drop it when no generic-proxy write reaches them."""
     return call(FENCE_PROXY_ASYNC, *tiles)
+
+
+def fence_proxy_async_shared() -> tirx.Call:
+    """A proxy fence of all of the block's shared memory (a TMA store's tile, a tile reused
+    across proxies), which names no tile and so counts as no read of one."""
+    return call(FENCE_PROXY_ASYNC_SHARED)
 
 
 # templates --------------------------------------------------------------------------------

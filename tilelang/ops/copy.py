@@ -471,8 +471,8 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
         ranks = [r for r in range(16) if cluster_mask >> r & 1]
         if not shared_issue:
             ranks = ranks[:1]
-        dealt = [tirx.IfThenElse(rank == r, seq(multicast[i::len(ranks)]), None)
-                 for i, r in enumerate(ranks) if multicast[i::len(ranks)]]
+        shares = [(r, multicast[i::len(ranks)]) for i, r in enumerate(ranks)]
+        dealt = [tirx.IfThenElse(rank == r, seq(share), None) for r, share in shares if share]
         issues = dealt + [tirx.IfThenElse(outside, seq(issues), None)]
     body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
@@ -679,6 +679,6 @@ def _tma_store_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, scope: int,
         stores.append(tirx.Evaluate(tma.tma_store_wait(0, read=True)))
     # the fence names no tile: one naming the tile would count as a read of it, and put a
     # barrier before the fence
-    body = seq([tirx.Evaluate(device.fence_proxy_async(shared=True)), _group_barrier(ctx),
+    body = seq([tirx.Evaluate(device.fence_proxy_async_shared()), _group_barrier(ctx),
                 _scope_leader(ctx, scope, stores)])
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, gbuf, plan), body)

@@ -242,9 +242,9 @@ class WarpSpecializedProtocol(MbarrierProtocol):
             me = cluster.block_rank()
             addr = self._addr(self.empty, slot)
             # the consumers' reads of the slot are complete: a release at CTA scope suffices
-            arrive += [tirx.IfThenElse(
-                me != r, _stmt(cluster.mbarrier_arrive_remote(addr, r, release_cluster=False)),
-                None) for r in range(self.cluster_size)]
+            arrive += [tirx.IfThenElse(me != r,
+                                       _stmt(cluster.mbarrier_arrive_remote_cta(addr, r)), None)
+                       for r in range(self.cluster_size)]
         if self.leaders is None:
             return arrive
         return [tirx.IfThenElse(self.leaders, seq(arrive), None)]

@@ -363,8 +363,7 @@ def _with_reuse_barriers(units: list, live: Liveness, placed: list, threads: int
             return []
         bar = device.barrier(BarrierIds(ThreadGroup(0, threads)).of(consumer.group),
                              consumer.group.count) if group else device.barrier(0, threads)
-        fence = [tirx.Evaluate(device.fence_proxy_async(shared=True))] \
-            if points[(j, group)] else []
+        fence = [tirx.Evaluate(device.fence_proxy_async_shared())] if points[(j, group)] else []
         return fence + [tirx.Evaluate(bar)]
 
     out, body = [], []
