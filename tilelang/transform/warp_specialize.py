@@ -526,6 +526,11 @@ class _Kernels(StmtMutator):
                 box = [e for r in (copy.src, copy.dst) for e in (*R.mins(r), *R.extents(r))]
                 if alike(box, loop_vars):
                     picks.append(pos)
+                else:
+                    log.debug("warp specialization of %s: no TMA multicast for %s -> %s in loop "
+                              "%d: its box differs between the blocks of the cluster (a tile "
+                              "is multicast only to the whole cluster)", self.name(),
+                              R.describe(copy.src), R.describe(copy.dst), i)
             if picks:
                 out[i] = picks
         return out

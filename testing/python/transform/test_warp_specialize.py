@@ -568,6 +568,19 @@ def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
     assert not dev_calls(f.body, "mbarrier_arrive_remote_cta")
 
 
+def test_tile_shared_by_a_part_of_the_cluster_is_not_multicast(caplog):
+    """In a 2x2 cluster the A tile is alike along x only and the B tile along y only: neither
+    is multicast (a tile goes to the whole cluster or is loaded by each block), and the debug
+    log names both copies."""
+    with caplog.at_level(logging.DEBUG, logger="tilelang"):
+        f = lowered(cluster_gemm(cluster=(2, 2)))
+    assert split_summary(f)["arrive_counts"] == [1, 1, 1, 2, 2, 2]
+    assert not dev_calls(f.body, "tma_load_multicast")
+    assert not dev_calls(f.body, "mbarrier_arrive_remote_cta")
+    for tile in ("A_s", "B_s"):
+        assert f"-> {tile} in loop 0: its box differs between the blocks" in caplog.text
+
+
 def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast():
     """A multicast writes the issuer's destination in every block: a copy of the same box to
     a tile chosen by the block index is loaded by each block itself."""
