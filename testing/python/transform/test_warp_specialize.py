@@ -581,6 +581,23 @@ def test_tile_shared_by_a_part_of_the_cluster_is_not_multicast(caplog):
         assert f"-> {tile} in loop 0: its box differs between the blocks" in caplog.text
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_cluster_multicasts_k_and_v_not_q(causal):
+    """The attention example in clusters of two query tiles: the K and V tiles of the key
+    loop are alike in both blocks and multicast; the Q tile (one per block) is not.  Causal:
+    the key loop's length depends on the query tile, so nothing is multicast."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples",
+                                    "flash_attention"))
+    from example_mha_fwd import flashattn
+
+    f = lowered(flashattn(2, 4, 1024, 128, causal, block_M=128, block_N=128, num_stages=3,
+                          threads=256, cluster=2))
+    multicast = dev_calls(f.body, "tma_load_multicast")
+    tiles = sorted({str(c.args[0]).split("[")[0].split("(")[-1] for c in multicast})
+    assert tiles == ([] if causal else ["K_shared", "V_shared"]), tiles
+    assert bool(dev_calls(f.body, "mbarrier_arrive_remote_cta")) != causal
+
+
 def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast():
     """A multicast writes the issuer's destination in every block: a copy of the same box to
     a tile chosen by the block index is loaded by each block itself."""
