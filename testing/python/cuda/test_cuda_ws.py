@@ -256,6 +256,24 @@ def test_ws_cluster_gemm_multicast(tmp_path):
     """)
 
 
+def test_ws_cluster_gemm_shapes(tmp_path):
+    """Clusters of four blocks along x (A to four blocks) and along y (B to four), and 2-block
+    clusters over ragged M, N and K (boxes clipped at the tensor's end are multicast too)."""
+    run(tmp_path, """
+        from test_warp_specialize import cluster_gemm
+        for cluster, M, N, K in (((4, 1), 512, 1024, 256), ((1, 4), 512, 512, 192),
+                                 ((2, 1), 500, 760, 200), ((1, 2), 500, 376, 136)):
+            k = tilelang.compile(cluster_gemm(M, N, K, cluster=cluster), out_idx=[2],
+                                 target="cuda")
+            specialized(k, 384)
+            assert "multicast__cluster" in k.get_kernel_source()
+            a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+            b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+            torch.testing.assert_close(k(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+            print("ok", cluster, M, N, K)
+    """)
+
+
 def test_ws_three_roles_example(tmp_path):
     example = os.path.join(HERE, "..", "..", "..", "examples", "warp_specialize",
                            "example_three_roles.py")

@@ -85,3 +85,13 @@ def test_attention_turns_over_loops_shorter_than_the_ring(seq_len, causal):
 def test_attention_three_consumer_groups_take_turns(causal):
     code = _check(2, 4, 1000, 64, causal, block_M=192, num_stages=2, threads=384)
     run_script("", code, timeout=300)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_sm90(), reason="needs an sm_90 GPU")
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_in_clusters_matches_torch(causal):
+    """Two query tiles per cluster: K and V multicast (non-causal), each block loading its
+    own (causal)."""
+    code = _check(2, 4, 2048, 128, causal, block_M=128, num_stages=3, threads=256, cluster=2)
+    run_script("", code, timeout=300)
