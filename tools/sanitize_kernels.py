@@ -2,8 +2,8 @@
 without specialization, sm80 path, an epilogue through shared memory reusing the stage ring,
 a persistent one storing each tile through one shared tile with TMA, one in clusters of two
 blocks multicasting the A tiles they share),
-the attention forward (one consumer warp group, and two taking turns at their first gemm:
-``PingPongConsumers``) and the two-thread-group hand-off
+the attention forward (one consumer warp group, two taking turns at their first gemm:
+``PingPongConsumers``, and clusters of two query tiles multicasting K and V) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
@@ -76,6 +76,13 @@ def main():
     tq, tk, tv = (torch.randn(1, 400, 2, 64, device="cuda", dtype=torch.float16)
                   for _ in range(3))
     o_turns = turns(tq, tk, tv)
+    # the same in clusters of two query tiles, which share their K and V tiles by multicast
+    clustered_attn = tilelang.compile(fa.flashattn(1, 2, 512, 64, False, block_M=128,
+                                                   block_N=128, num_stages=3, threads=256,
+                                                   cluster=2), out_idx=[3])
+    cq, ck, cv = (torch.randn(1, 512, 2, 64, device="cuda", dtype=torch.float16)
+                  for _ in range(3))
+    o_cluster = clustered_attn(cq, ck, cv)
     from test_cuda_thread_groups import hand_off
 
     groups = tilelang.compile(hand_off(512, rounds=3), target="cuda")
@@ -94,11 +101,12 @@ def main():
             float((c_cluster - (a.float() @ cb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((o_turns.float() - fa.reference(tq, tk, tv, True).float()).abs().max()),
+            float((o_cluster.float() - fa.reference(cq, ck, cv, False).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
           "shared-epilogue gemm, persistent gemm, persistent shared-epilogue gemm, "
           "cluster multicast gemm, attention, "
-          "attention with turns, "
+          "attention with turns, attention in clusters, "
           "thread groups):", errs)
 
 
