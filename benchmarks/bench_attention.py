@@ -7,7 +7,8 @@ against torch SDPA with the cuDNN and flash backends and a Triton kernel, in one
 
 A case is a layout, a dtype and a head dim, run causal and not (names: `--list`; `--cases`
 takes shell patterns, e.g. 'bshd-*' or 'gqa-*'). Each tilelang case is the best of CONFIGS
-(or of ``--configs``: block_M x block_N x num_stages x threads), checked against the example's
+(or of ``--configs``: block_M x block_N x num_stages x threads [x cluster], the last the query
+tiles per cluster, whose K and V tiles are multicast), checked against the example's
 torch reference; target "cuda" is the visible GPU (sm_90a on an H100/H200: the
 warp-specialized TMA + WGMMA path). SDPA gets its native (B, H, S, D) layout
 (enable_gqa for GQA; a backend that refuses it is timed on K/V repeated to H heads, noted in the
@@ -74,11 +75,11 @@ class Shape:
 
 
 def program(case: Case, shape: Shape, causal: bool, cfg: tuple):
-    bm, bn, st, th = cfg
+    bm, bn, st, th, *cluster = cfg
     extra = {"groups": shape.H // shape.Hkv} if case.layout == "gqa" else {}
     return EXAMPLES[case.layout].flashattn(shape.B, shape.H, shape.S, case.dim, causal, **extra,
                                            block_M=bm, block_N=bn, num_stages=st, threads=th,
-                                           dtype=case.dtype)
+                                           dtype=case.dtype, cluster=cluster[0] if cluster else 1)
 
 
 def inputs(case: Case, shape: Shape):
@@ -244,11 +245,13 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3,
 
 
 def config(text: str) -> tuple:
-    """``128x128x3x256`` -> (block_M, block_N, num_stages, threads)."""
+    """``128x128x3x256`` -> (block_M, block_N, num_stages, threads); ``128x128x3x256x2`` ->
+    the same in clusters of two query tiles."""
     parts = text.split("x")
-    if len(parts) != 4 or not all(p.isdigit() for p in parts):
+    if len(parts) not in (4, 5) or not all(p.isdigit() for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r}: expected block_M x block_N x num_stages x "
-                                         "threads, e.g. 128x128x3x256")
+                                         "threads [x cluster], e.g. 128x128x3x256 or "
+                                         "128x128x3x256x2")
     return tuple(int(p) for p in parts)
 
 
@@ -275,7 +278,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn, "
                         "starting one contender later than the round before")
-    p.add_argument("--configs", nargs="+", type=config, metavar="MxNxSTAGESxTHREADS",
+    p.add_argument("--configs", nargs="+", type=config, metavar="MxNxSTAGESxTHREADS[xCLUSTER]",
                    help="the tile configurations to try (default: "
                         f"{' '.join('x'.join(map(str, c)) for c in CONFIGS)})")
     args = p.parse_args(argv)

@@ -19,7 +19,10 @@ LOG2_E = 1.44269504
 
 
 def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1,
-              threads=128, dtype="float16"):
+              threads=128, dtype="float16", cluster=1):
+    """``cluster``: blocks of consecutive query tiles launched as one cluster; on sm_90a their
+    common K and V tiles are then multicast (when every block runs the same key loop: not
+    causal)."""
     shape = [batch, heads, seq_len, dim]
     accum_dtype = "float32"
     scale = dim ** -0.5 * LOG2_E
@@ -35,7 +38,8 @@ def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num
         # fast math, as FlashAttention-3 is built: exp2 is the hardware's ex2.approx.ftz (a
         # result below 2**-126 is 0, where exp2f keeps it subnormal at 3 more instructions)
         T.annotate_pass_configs({tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads,
+                      cluster_dims=(cluster, 1, 1)) as (bx, by, bz):
             Q_shared = T.alloc_shared([block_M, dim], dtype)
             K_shared = T.alloc_shared([block_N, dim], dtype)
             V_shared = T.alloc_shared([block_N, dim], dtype)
