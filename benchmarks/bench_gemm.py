@@ -175,7 +175,8 @@ def main(argv=None):
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"],
                    help="float16, bfloat16, float8_e4m3fn (against torch._scaled_mm)")
-    p.add_argument("--quick", action="store_true", help="the QUICK tile configurations, not CONFIGS")
+    p.add_argument("--quick", action="store_true",
+                   help="the QUICK tile configurations, not CONFIGS")
     p.add_argument("--path", choices=("default", "sm80"), default="default")
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGESxEPILOGUE",
                    help="tile configurations to try instead of the built-in list (K is for "

@@ -1,9 +1,9 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
 without specialization, sm80 path, an epilogue through shared memory reusing the stage ring,
 a persistent one storing each tile through one shared tile with TMA, one in clusters of two
-blocks multicasting the A tiles they share),
-the attention forward (one consumer warp group, two taking turns at their first gemm:
-``PingPongConsumers``, and clusters of two query tiles multicasting K and V) and the two-thread-group hand-off
+blocks multicasting the A tiles they share), the attention forward (one consumer warp group,
+two taking turns at their first gemm: ``PingPongConsumers``, and clusters of two query tiles
+multicasting K and V) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
 reads it after a named barrier) once each, for compute-sanitizer:
 
