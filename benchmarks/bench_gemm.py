@@ -195,6 +195,9 @@ def main(argv=None):
     sm80 = SM80_PATH if args.path == "sm80" else {}
     if sm80:  # no TMA there, so nothing to multicast
         configs = [c for c in configs if not c[5].startswith("c")]
+        if not configs:
+            raise SystemExit("no configuration left for --path sm80 (clusters multicast with "
+                             "TMA, which that path does not use)")
     tri = triton_matmul()
     rows = []
     for dtype in args.dtypes:
@@ -209,8 +212,13 @@ def main(argv=None):
             for cfg in configs:
                 cfg = (cfg[0], cfg[1], cfg[2] * 2, *cfg[3:]) if fp8 else cfg
                 t0 = time.time()
-                k = tilelang.compile(matmul(n, n, n, *cfg[:5], dtype, cfg[5], out_dtype=out_dtype),
-                                     out_idx=[2], target="cuda", pass_configs=sm80)
+                try:  # e.g. a cluster that does not divide the grid of this size
+                    k = tilelang.compile(matmul(n, n, n, *cfg[:5], dtype, cfg[5],
+                                                out_dtype=out_dtype),
+                                         out_idx=[2], target="cuda", pass_configs=sm80)
+                except tilelang.TileLangError as e:
+                    print(f"{dtype} {n} {'x'.join(map(str, cfg))}: skipped: {str(e)[:160]}")
+                    continue
                 err = float((k(a, b).float() - ref.float()).abs().max())
                 compiled[cfg] = (err, time.time() - t0)
                 contenders[cfg] = lambda k=k: k(a, b)
@@ -227,6 +235,9 @@ def main(argv=None):
                       f"({base_ms / ms[cfg]:.2f}x torch; by round "
                       + ", ".join(f"{tf(x):.0f}" for x in runs[cfg]) + f"), max err {err:.3g}, "
                       f"compile {compile_s:.1f} s", flush=True)
+            if not compiled:
+                print(f"{dtype} {n}: no configuration compiled")
+                continue
             cfg = min(compiled, key=lambda c: ms[c])
             err, compile_s = compiled[cfg]
             row = {"dtype": dtype, "size": n, "tiles": "x".join(map(str, cfg[:3])),

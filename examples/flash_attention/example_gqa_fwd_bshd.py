@@ -19,9 +19,9 @@ LOG2_E = 1.44269504
 
 def flashattn(batch, heads, seq_len, dim, is_causal, groups=1, block_M=64, block_N=64,
               num_stages=1, threads=128, dtype="float16", cluster=1):
-    """``cluster``: blocks of consecutive query tiles launched as one cluster; on sm_90a their
-    common K and V tiles are then multicast (when every block runs the same key loop: not
-    causal)."""
+    """``cluster``: blocks of consecutive query tiles launched as one cluster (the number of
+    query tiles, ceil(seq_len / block_M), must be a multiple of it); on sm_90a their common K
+    and V tiles are then multicast (when every block runs the same key loop: not causal)."""
     if heads % groups:
         raise ValueError(f"heads={heads} is not a multiple of groups={groups}")
     q_shape = [batch, seq_len, heads, dim]

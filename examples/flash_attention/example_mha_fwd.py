@@ -17,9 +17,9 @@ import tilelang.language as T
 
 def flashattn(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1,
               threads=128, dtype="float16", cluster=1):
-    """``cluster``: blocks of consecutive query tiles launched as one cluster; on sm_90a their
-    common K and V tiles are then multicast (when every block runs the same key loop: not
-    causal)."""
+    """``cluster``: blocks of consecutive query tiles launched as one cluster (the number of
+    query tiles, ceil(seq_len / block_M), must be a multiple of it); on sm_90a their common K
+    and V tiles are then multicast (when every block runs the same key loop: not causal)."""
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # softmax scale folded with log2(e)
     shape = [batch, seq_len, heads, dim]
     accum_dtype = "float32"

@@ -523,14 +523,17 @@ class _Kernels(StmtMutator):
             picks = []
             for pos, st in producer_stmts[loop_key]:
                 copy = decode(st)
-                box = [e for r in (copy.src, copy.dst) for e in (*R.mins(r), *R.extents(r))]
-                if alike(box, loop_vars):
+                differs = [side for side, r in (("source box", copy.src),
+                                                ("destination tile", copy.dst))
+                           if not alike([*R.mins(r), *R.extents(r)], loop_vars)]
+                if not differs:
                     picks.append(pos)
                 else:
                     log.debug("warp specialization of %s: no TMA multicast for %s -> %s in loop "
-                              "%d: its box differs between the blocks of the cluster (a tile "
-                              "is multicast only to the whole cluster)", self.name(),
-                              R.describe(copy.src), R.describe(copy.dst), i)
+                              "%d: its %s may differ between the blocks of the cluster (a "
+                              "multicast writes one tile to every block of the cluster)",
+                              self.name(), R.describe(copy.src), R.describe(copy.dst), i,
+                              " and ".join(differs))
             if picks:
                 out[i] = picks
         return out

@@ -4,7 +4,8 @@ warp-specialized, non-causal and causal: its trip count is a kernel scalar
 CPU (nvcc): the PTX has the register rebalancing, the wgmma GEMMs and the TMA loads.  GPU: the
 kernel matches torch (in a subprocess under ``timeout``: a wrong barrier count hangs), also with
 its two consumer warp groups taking turns (``PingPongConsumers``) over loops of 1 and 2
-iterations with 3 stages, and with three consumer warp groups."""
+iterations with 3 stages, with three consumer warp groups, and in clusters of two query tiles
+(K and V multicast when not causal)."""
 
 import os
 import re
@@ -94,4 +95,5 @@ def test_attention_in_clusters_matches_torch(causal):
     """Two query tiles per cluster: K and V multicast (non-causal), each block loading its
     own (causal)."""
     code = _check(2, 4, 2048, 128, causal, block_M=128, num_stages=3, threads=256, cluster=2)
+    code += f"assert ('multicast__cluster' in src) != {causal}\n"
     run_script("", code, timeout=300)
