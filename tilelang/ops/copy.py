@@ -450,11 +450,17 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
     multicasts the loads to every block of the mask, the mask's other blocks issue none (their
     tiles and barriers receive the multicast), and blocks outside the mask load for
     themselves; ``shared_issue`` deals the boxes out among the mask's blocks instead (box
-    ``i`` multicast by the mask's ``i mod n``-th block), which needs every block of the mask
-    to wait until the slot is free in all of them."""
+    ``i`` multicast by the mask's ``i mod n``-th block; a tile of fewer boxes than blocks is
+    first cut into bands of rows, ``_banded``), which needs every block of the mask to wait
+    until the slot is free in all of them."""
     from ..device import cluster
     from ..ir_utils import seq
 
+    ranks = [r for r in range(16) if cluster_mask >> r & 1]
+    if not shared_issue:
+        ranks = ranks[:1]
+    elif ranks:
+        plan = _banded(op, plan, len(ranks))
     src = R.buffer_of(op.src)
     tm = tensor_map_var(src)
     boxes = _boxes(op, plan)
@@ -468,9 +474,6 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
         rank = cluster.block_rank()
         outside = tirx.bitwise_and(tirx.shift_right(tirx.const(cluster_mask, "int32"), rank),
                                    tirx.const(1, "int32")) == 0
-        ranks = [r for r in range(16) if cluster_mask >> r & 1]
-        if not shared_issue:
-            ranks = ranks[:1]
         shares = [(r, multicast[i::len(ranks)]) for i, r in enumerate(ranks)]
         dealt = [tirx.IfThenElse(rank == r, seq(share), None) for r, share in shares if share]
         issues = dealt + [tirx.IfThenElse(outside, seq(issues), None)]
@@ -574,11 +577,8 @@ def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     """A load of a warp-specialized pipeline; a multicast one is issued by every block of its
     cluster, each multicasting its share of the boxes (the protocol frees a slot only when
     every block of the cluster is done with it)."""
-    plan = _planned(op, ctx)
-    if ctx.tma_multicast:
-        plan = _banded(op, plan, bin(ctx.tma_multicast).count("1"))
-    return _tma_issue(op, ctx, plan, ctx.tma_barrier, cluster_mask=ctx.tma_multicast,
-                      shared_issue=True)
+    return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier,
+                      cluster_mask=ctx.tma_multicast, shared_issue=True)
 
 
 def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:

@@ -43,13 +43,21 @@ TL_DEVICE int cluster_size() {
   return static_cast<int>(n);
 }
 
-// Arrive on the mbarrier at the same shared-memory offset as `bar`, in the block of rank
-// `cta_id` of this cluster (mapa), releasing this thread's earlier writes to the cluster.
-TL_DEVICE void mbarrier_arrive_remote(void* bar, int cta_id) {
-  uint32_t local = smem_addr(bar);
+// The shared::cluster address of the same shared-memory offset as `ptr` in the block of rank
+// `cta_id` of this cluster (mapa).
+TL_DEVICE uint32_t cluster_smem_addr(void* ptr, int cta_id) {
   uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(cta_id));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(smem_addr(ptr)), "r"(cta_id));
+  return remote;
+}
+
+// Arrive on the mbarrier at the same shared-memory offset as `bar`, in the block of rank
+// `cta_id` of this cluster, releasing this thread's earlier writes to the cluster.
+TL_DEVICE void mbarrier_arrive_remote(void* bar, int cta_id) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"
+               ::"r"(cluster_smem_addr(bar, cta_id))
                : "memory");
 }
 
@@ -58,10 +66,8 @@ TL_DEVICE void mbarrier_arrive_remote(void* bar, int cta_id) {
 // GPU-wide memory barrier (MEMBAR.ALL.GPU) before the arrive, which in a pipeline's loop
 // stalls the consumer every iteration.
 TL_DEVICE void mbarrier_arrive_remote_cta(void* bar, int cta_id) {
-  uint32_t local = smem_addr(bar);
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(cta_id));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_smem_addr(bar, cta_id))
+               : "memory");
 }
 
 // Wait on this block's mbarrier for the phase of parity `parity`, acquiring at cluster scope
