@@ -143,8 +143,22 @@ def cluster_extents(chain: list) -> dict:
             if a.attr_key == "thread_extent" and a.node.thread_tag in CLUSTER_TAGS}
 
 
+def rank_groups(dims: tuple[int, int, int], along: set[str]) -> list[int]:
+    """The blocks of a cluster of ``dims`` (x, y, z) blocks grouped by their place along the
+    axes not in ``along`` (of "x", "y", "z"): one mask of block ranks (``%cluster_ctarank``,
+    x fastest) per group, whose blocks differ only along ``along``."""
+    cx, cy, cz = dims
+    groups: dict = {}
+    for z in range(cz):
+        for y in range(cy):
+            for x in range(cx):
+                key = tuple(c for c, axis in ((x, "x"), (y, "y"), (z, "z")) if axis not in along)
+                groups[key] = groups.get(key, 0) | 1 << (x + cx * (y + cy * z))
+    return list(groups.values())
+
+
 __all__ = ["CLUSTER_BARRIER", "CLUSTER_TAGS", "HEADER", "OPS", "SM100_OPS", "arrive",
            "arrive_relaxed", "block_rank", "clc_first_ctaid", "clc_is_canceled",
            "clc_try_cancel", "cluster_extents", "mbarrier_arrive_remote",
            "mbarrier_arrive_remote_cta",
-           "mbarrier_wait_cluster", "ops_in", "sync", "wait"]
+           "mbarrier_wait_cluster", "ops_in", "rank_groups", "sync", "wait"]

@@ -47,7 +47,7 @@ class LowerContext:
     swizzled: set = field(default_factory=set)  # shared buffer handles laid out swizzled
     async_copy: bool = False  # inside a pipelined loop's producer statement
     tma_barrier: Any = None  # the mbarrier element a TMA producer of a pipeline completes on
-    tma_multicast: int = 0  # the cluster mask that producer multicasts to (0: none)
+    tma_multicast: tuple = ()  # the groups (rank masks) that producer multicasts to
     tile_annotations: dict = field(default_factory=dict)  # shared tile handle -> its annotations
     in_parallel: bool = False  # inside a T.Parallel loop: the op is per element
     kernel_addressed: frozenset = frozenset()  # tensor handles whose address the kernel computes

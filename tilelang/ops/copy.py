@@ -443,40 +443,50 @@ def _banded(op: Copy, plan: TmaPlan, parts: int) -> TmaPlan:
 
 
 def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
-               scope: int = 0, cluster_mask: int = 0, shared_issue: bool = False) -> tirx.Stmt:
+               scope: int = 0, cluster_mask: int = 0,
+               shared_groups: tuple[int, ...] = ()) -> tirx.Stmt:
     """The loads of ``plan`` completing on barrier element ``bar`` (a ``BufferLoad``), issued
     by the group's first thread (of every ``scope`` threads) after ``before``; the tensor map
     is encoded on the host.  With a ``cluster_mask``, the block of the mask's lowest rank
     multicasts the loads to every block of the mask, the mask's other blocks issue none (their
     tiles and barriers receive the multicast), and blocks outside the mask load for
-    themselves; ``shared_issue`` deals the boxes out among the mask's blocks instead (box
-    ``i`` multicast by the mask's ``i mod n``-th block; a tile of fewer boxes than blocks is
-    first cut into bands of rows, ``_banded``), which needs every block of the mask to wait
-    until the slot is free in all of them."""
+    themselves.  ``shared_groups`` (disjoint masks of as many blocks each) deal the boxes out
+    among each group's blocks instead (box ``i`` multicast to the group by its ``i mod n``-th
+    block; a tile of fewer boxes than blocks is first cut into bands of rows, ``_banded``),
+    which needs every block of a group to wait until the slot is free in all of them."""
     from ..device import cluster
     from ..ir_utils import seq
 
-    ranks = [r for r in range(16) if cluster_mask >> r & 1]
-    if not shared_issue:
-        ranks = ranks[:1]
-    elif ranks:
-        plan = _banded(op, plan, len(ranks))
+    def ranks(mask):
+        return [r for r in range(16) if mask >> r & 1]
+
+    # (mask, its issuing blocks): the boxes go out to ``mask``, dealt out among the issuers
+    deals = [(m, ranks(m)) for m in shared_groups] if shared_groups else \
+        [(cluster_mask, ranks(cluster_mask)[:1])] if cluster_mask else []
+    if shared_groups:
+        sizes = {len(issuers) for _, issuers in deals}
+        assert len(sizes) == 1, f"multicast groups of different sizes: {shared_groups}"
+        plan = _banded(op, plan, sizes.pop())
     src = R.buffer_of(op.src)
     tm = tensor_map_var(src)
     boxes = _boxes(op, plan)
     issues = [tirx.Evaluate(tma.tma_load(tirx.address_of(at), tirx.address_of(tm),
                                          tirx.address_of(bar), coords))
               for at, coords in boxes]
-    if cluster_mask:
-        multicast = [tirx.Evaluate(tma.tma_load_multicast(
-            tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), cluster_mask,
-            coords)) for at, coords in boxes]
+    if deals:
         rank = cluster.block_rank()
-        outside = tirx.bitwise_and(tirx.shift_right(tirx.const(cluster_mask, "int32"), rank),
+        covered, dealt = 0, []
+        for mask, issuers in deals:
+            covered |= mask
+            multicast = [tirx.Evaluate(tma.tma_load_multicast(
+                tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), mask,
+                coords)) for at, coords in boxes]
+            dealt += [tirx.IfThenElse(rank == r, seq(multicast[i::len(issuers)]), None)
+                      for i, r in enumerate(issuers) if multicast[i::len(issuers)]]
+        outside = tirx.bitwise_and(tirx.shift_right(tirx.const(covered, "int32"), rank),
                                    tirx.const(1, "int32")) == 0
-        shares = [(r, multicast[i::len(ranks)]) for i, r in enumerate(ranks)]
-        dealt = [tirx.IfThenElse(rank == r, seq(share), None) for r, share in shares if share]
-        issues = dealt + [tirx.IfThenElse(outside, seq(issues), None)]
+        # the groups of a shared issue cover the cluster
+        issues = dealt if shared_groups else dealt + [tirx.IfThenElse(outside, seq(issues), None)]
     body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
 
@@ -575,10 +585,11 @@ def _copy_tma_store(op: Copy, ctx: LowerContext) -> tirx.Stmt:
 
 def _copy_tma_producer(op: Copy, ctx: LowerContext) -> tirx.Stmt:
     """A load of a warp-specialized pipeline; a multicast one is issued by every block of its
-    cluster, each multicasting its share of the boxes (the protocol frees a slot only when
-    every block of the cluster is done with it)."""
+    group (the cluster, or the blocks of the cluster that load it alike), each multicasting its
+    share of the boxes to the group (the protocol frees a slot only when every block of the
+    cluster is done with it)."""
     return _tma_issue(op, ctx, _planned(op, ctx), ctx.tma_barrier,
-                      cluster_mask=ctx.tma_multicast, shared_issue=True)
+                      shared_groups=ctx.tma_multicast)
 
 
 def _copy_tma_sync(op: Copy, ctx: LowerContext) -> tirx.Stmt:

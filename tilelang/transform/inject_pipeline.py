@@ -316,11 +316,12 @@ class _Pipeline(StmtMutator):
         deferred = False
         if role == "producer":
             body = proto.acquire(k, slot)
-            multicast = {int(i) for i in s.annotations[WS_MULTICAST][1]} \
-                if WS_MULTICAST in s.annotations else set()
+            multicast = {int(pick[0]): tuple(int(m) for m in pick[1:])
+                         for pick in s.annotations[WS_MULTICAST][1]} \
+                if WS_MULTICAST in s.annotations else {}
             for i in sched.producers:
                 st = substitute(_stage_accesses(stmts[i], remap, slot), {v: lo + k})
-                body.append(proto.producer(st, True, slot, multicast=i in multicast))
+                body.append(proto.producer(st, True, slot, multicast=multicast.get(i, ())))
         else:
             consumers = [stmts[i] for i in sched.order if not sched.is_producer(i)]
             in_flight = _gemms_left_in_flight(consumers)

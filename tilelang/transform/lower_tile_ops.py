@@ -79,8 +79,8 @@ class _Lower(StmtMutator):
             out = self(s.body)
             self.ctx.async_copy = old
             return out
-        if s.attr_key == TMA_MULTICAST:  # the value: the cluster mask of the producer's loads
-            old, self.ctx.tma_multicast = self.ctx.tma_multicast, int(s.value)
+        if s.attr_key == TMA_MULTICAST:  # the node: the groups (rank masks) the loads go to
+            old, self.ctx.tma_multicast = self.ctx.tma_multicast, tuple(int(m) for m in s.node)
             out = self(s.body)
             self.ctx.tma_multicast = old
             return out

@@ -25,6 +25,7 @@ are done, waits on the parity ``(it // n) % 2``) fits the same interface: that i
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 
 from ..device import cluster
@@ -42,8 +43,9 @@ from .lower_tile_ops import ASYNC_COPY, TMA_MULTICAST, TMA_PRODUCER
 WS_ROLE = "tl.ws_role"
 WS_LOOP = "tl.ws_loop"
 WS_PARTITION = "tl.ws_partition"
-# ``[blocks per cluster, [positions of the loop body's TMA copies to multicast]]``: copies every
-# block of the cluster makes alike, multicast to the cluster (each block issuing a share)
+# ``[blocks per cluster, [[position of a TMA copy in the loop's body, mask, ...], ...]]``: copies
+# that the blocks of each group (a mask of ranks) make alike, multicast within the group (each
+# block issuing a share)
 WS_MULTICAST = "tl.ws_multicast"
 
 
@@ -201,11 +203,11 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     Parities as in :class:`MbarrierProtocol`; each group advances its own copy of the ring
     base after the loop.
 
-    With ``cluster_size`` blocks per cluster (some loads multicast into every block's slot,
-    each block issuing a share of their boxes), a slot is free only when the consumers of
-    every block of the cluster are done with it: they arrive on ``empty[s]`` of each block of
-    the cluster (their own, then the others' through ``mapa``), whose arrive count is that
-    many times larger."""
+    With ``cluster_size`` blocks per cluster (some loads multicast into the slots of a group of
+    blocks, the whole cluster or a row of it, each block issuing a share of their boxes), a
+    slot is free only when the consumers of every block of the cluster are done with it: they
+    arrive on ``empty[s]`` of each block of the cluster (their own, then the others' through
+    ``mapa``), whose arrive count is that many times larger."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
                  nbytes: int, producer_rank, name: str = "pipe", tiles=(),
@@ -228,13 +230,14 @@ class WarpSpecializedProtocol(MbarrierProtocol):
             self.consumers.count
         return [1] * self.n, [per * self.cluster_size] * self.n
 
-    def producer(self, stmt, asynchronous, slot=None, multicast: bool = False):
+    def producer(self, stmt, asynchronous, slot=None, multicast: tuple[int, ...] = ()):
+        """``multicast``: the groups of blocks (masks of ranks) among which the load is
+        multicast, each block of a group issuing a share."""
         stmt = super().producer(stmt, asynchronous, slot)
         if not multicast:
             return stmt
-        mask = (1 << self.cluster_size) - 1
-        return tirx.AttrStmt(tirx.const(0, "int32"), TMA_MULTICAST, tirx.const(mask, "int32"),
-                             stmt)
+        return tirx.AttrStmt(tvm.runtime.convert(list(multicast)), TMA_MULTICAST,
+                             tirx.const(0, "int32"), stmt)
 
     def release(self, k, slot):
         arrive = super().release(k, slot)

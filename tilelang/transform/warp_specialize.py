@@ -487,35 +487,52 @@ class _Kernels(StmtMutator):
 
     def multicast(self, chain, chosen: dict, skel, producer_stmts: dict) -> dict:
         """In a kernel of clusters of several blocks: ``{"size": blocks per cluster, ws id:
-        [the positions, in the loop's body, of its TMA copies every block of the cluster
-        makes alike]}``, for the loops every block of the cluster runs alike.  Alike: the
-        copy's source box and destination tile, the loop's range and the control on its way
-        read no memory and name only parameters, constants, the serial loops on the way and
-        the block indices along which the cluster has one block (``T.use_swizzle`` keeps that, see
-        ``LowerKernelLaunch``).  Such a copy is multicast to the whole cluster, every block
-        issuing its share of the boxes (``_copy_tma_producer``)."""
-        dims = {a.node.thread_tag: int(a.value) for a in chain
+        [[position in the loop's body of a TMA copy, mask, mask, ...], ...]}`` for the loops
+        every block of the cluster runs alike, naming the copies that blocks of the cluster
+        make alike and the groups of blocks (masks of ranks) that make each one alike.  The
+        loop's range and the control on its way must read no memory and name only
+        parameters, constants, the serial loops on the way and the block indices along which
+        the cluster has one block (``T.use_swizzle`` keeps those, see ``LowerKernelLaunch``).
+        A copy whose source box and destination tile, so built, also leave out the block
+        index along some axes of the cluster is the same for the blocks that differ only
+        along those axes: it is multicast to each such group (the whole cluster when it
+        leaves out every axis of the cluster), every block of a group issuing its share of
+        the boxes (``_copy_tma_producer``)."""
+        dims = {a.node.thread_tag[-1]: int(a.value) for a in chain
                 if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
         size = 1
         for d in dims.values():
             size *= d
         if size == 1:
             return {}
-        uniform = set(self.params)
-        for a in chain:
-            tag = a.node.thread_tag if a.attr_key == "thread_extent" else ""
-            if tag.startswith("blockIdx.") and dims.get("clusterCtaIdx." + tag[-1], 1) == 1:
-                uniform.add(_key(a.node.var))
+        block_index = {a.node.thread_tag[-1]: _key(a.node.var) for a in chain
+                       if a.attr_key == "thread_extent"
+                       and a.node.thread_tag.startswith("blockIdx.")}
+        spread = {axis for axis, d in dims.items() if d > 1}  # the cluster's axes
+        uniform = set(self.params) | {k for axis, k in block_index.items()
+                                      if axis not in spread}
 
-        def alike(exprs, loop_vars) -> bool:
+        def varies(exprs, loop_vars):
+            """The cluster axes whose block index ``exprs`` name, or None when they read
+            memory or name a variable other than the loop variables and the block indices."""
             names = uniform | {_key(v) for v in loop_vars}
-            return all(not _reads_memory(e) and all(_key(v) in names for v in _free_vars(e))
-                       for e in exprs)
+            found = set()
+            for e in exprs:
+                if _reads_memory(e):
+                    return None
+                for v in _free_vars(e):
+                    axis = next((a for a in spread if block_index.get(a) == _key(v)), None)
+                    if axis is not None:
+                        found.add(axis)
+                    elif _key(v) not in names:
+                        return None
+            return found
 
         out = {"size": size}
+        shape = tuple(dims.get(axis, 1) for axis in "xyz")
         for loop_key, i in chosen.items():
             control, loop_vars = skel.control.get(i, ([], []))
-            if not alike(control, loop_vars):
+            if varies(control, loop_vars) != set():
                 log.debug("warp specialization of %s: no TMA multicast for loop %d: its range "
                           "or the control on its way may differ between the blocks of a "
                           "cluster", self.name(), i)
@@ -523,15 +540,20 @@ class _Kernels(StmtMutator):
             picks = []
             for pos, st in producer_stmts[loop_key]:
                 copy = decode(st)
-                differs = [side for side, r in (("source box", copy.src),
-                                                ("destination tile", copy.dst))
-                           if not alike([*R.mins(r), *R.extents(r)], loop_vars)]
-                if not differs:
-                    picks.append(pos)
+                sides = {side: varies([*R.mins(r), *R.extents(r)], loop_vars)
+                         for side, r in (("source box", copy.src),
+                                         ("destination tile", copy.dst))}
+                if any(v is None for v in sides.values()):
+                    along = set()
                 else:
+                    along = spread - sides["source box"] - sides["destination tile"]
+                if along:
+                    picks.append([pos, *cluster.rank_groups(shape, along)])
+                else:
+                    differs = [side for side, v in sides.items() if v != set()]
                     log.debug("warp specialization of %s: no TMA multicast for %s -> %s in loop "
-                              "%d: its %s may differ between the blocks of the cluster (a "
-                              "multicast writes one tile to every block of the cluster)",
+                              "%d: its %s may differ between any two blocks of the cluster (a "
+                              "multicast writes one tile to every block of a group)",
                               self.name(), R.describe(copy.src), R.describe(copy.dst), i,
                               " and ".join(differs))
             if picks:

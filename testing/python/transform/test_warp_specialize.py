@@ -573,16 +573,42 @@ def test_cluster_whose_blocks_run_different_iterations_is_not_multicast(caplog):
     assert_loads_each_block_itself(f)
 
 
-def test_tile_shared_by_a_part_of_the_cluster_is_not_multicast(caplog):
-    """In a 2x2 cluster the A tile is alike along x only and the B tile along y only: neither
-    is multicast (a tile goes to the whole cluster or is loaded by each block), and the debug
-    log names both copies."""
+def test_tile_shared_by_a_part_of_the_cluster_is_multicast_within_it():
+    """In a 2x2 cluster the A tile is alike along x only (the blocks of ranks 0, 1 load one A
+    tile, those of ranks 2, 3 another) and the B tile along y only (ranks 0, 2 and 1, 3): each
+    is multicast within its pairs, every block issuing one band of each; the consumers arrive
+    on the empty barriers of all four blocks."""
+    f = lowered(cluster_gemm(cluster=(2, 2)))
+    assert split_summary(f)["arrive_counts"] == [1, 1, 1, 8, 8, 8]  # 2 warp groups x 4 blocks
+    (producer,) = [v for k, v in regions(f).items() if k[0] == 256]
+    issuers = {}
+    for branch in find_all(producer, tirx.IfThenElse, lambda i: "block_rank" in str(i.condition)
+                           and dev_calls(i.then_case, "tma_load_multicast")):
+        for c in dev_calls(branch.then_case, "tma_load_multicast"):
+            tile = "A" if "A_s" in str(c.args[0]) else "B"
+            issuers.setdefault((tile, int(c.args[3])), []).append(int(str(branch.condition)[-1]))
+    assert {k: sorted(v) for k, v in issuers.items()} == {
+        ("A", 0b0011): [0, 1], ("A", 0b1100): [2, 3], ("B", 0b0101): [0, 2], ("B", 0b1010): [1, 3]}
+    (consumer,) = [v for k, v in regions(f).items() if k[0] == 0]
+    remote = dev_calls(consumer, "mbarrier_arrive_remote_cta")
+    assert sorted({int(c.args[1]) for c in remote}) == [0, 1, 2, 3]
+    src = tilelang.compile(cluster_gemm(cluster=(2, 2)), out_idx=[2], target=SM90) \
+        .get_kernel_source()
+    assert src.count("multicast__cluster(tvm_builtin_cuda_cvta") == 8  # 2 tiles x 4 issuers
+    assert "tl::cluster_sync();" in src
+
+
+def test_cluster_tile_alike_along_no_cluster_axis_is_not_multicast(caplog):
+    """A 2x2 cluster whose A tile lands in a tile chosen by the block's x index: A depends on
+    y by its box and on x by its tile, so no two blocks load it alike; B is still multicast
+    along y, and the debug log names the A copy."""
     with caplog.at_level(logging.DEBUG, logger="tilelang"):
-        f = lowered(cluster_gemm(cluster=(2, 2)))
-    assert_loads_each_block_itself(f)
-    for tile in ("A_s", "B_s"):
-        assert f"-> {tile} in loop 0: its source box may differ between the blocks" \
-            in caplog.text
+        f = lowered(cluster_gemm(cluster=(2, 2), slot_by_block=True))
+    tiles = {str(c.args[0]).split("[")[0].split("(")[-1]
+             for c in dev_calls(f.body, "tma_load_multicast")}
+    assert tiles == {"B_s"}, tiles
+    assert "-> A_s" in caplog.text and "its source box and destination tile may differ " \
+        "between any two blocks" in caplog.text
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -606,5 +632,5 @@ def test_cluster_tile_whose_destination_differs_between_blocks_is_not_multicast(
     a tile chosen by the block index is loaded by each block itself."""
     with caplog.at_level(logging.DEBUG, logger="tilelang"):
         f = lowered(cluster_gemm(slot_by_block=True))
-    assert "its destination tile may differ between the blocks" in caplog.text
+    assert "its destination tile may differ between any two blocks" in caplog.text
     assert_loads_each_block_itself(f)
