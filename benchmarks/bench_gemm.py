@@ -36,7 +36,8 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
 # registers ("r") or through a shared tile ("s"); "pr" and "ps" are the same in a persistent
 # kernel (one block per SM walking the tiles in T.Persistent's grouped order); "cxr", "cxs",
 # "cyr", "cys" in clusters of two blocks along the grid's x (sharing A tiles) or y (sharing
-# B tiles), which the compiler multicasts
+# B tiles), which the compiler multicasts; "cxyr", "cxys" in 2x2 clusters (A multicast to
+# each row's pair of blocks, B to each column's pair)
 CONFIGS = [(128, 128, 64, 128, 3, "r"), (128, 128, 64, 128, 4, "r"), (128, 256, 32, 256, 3, "r"),
            (128, 256, 64, 256, 3, "r"), (128, 256, 64, 256, 4, "r"), (256, 128, 64, 256, 3, "r"),
            (128, 256, 64, 256, 4, "s")]
@@ -55,7 +56,7 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
     persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith("s")
-    cluster = {"cx": (2, 1, 1), "cy": (1, 2, 1)}.get(epilogue[:2], (1, 1, 1))
+    cluster = {"cx": (2, 1, 1), "cy": (1, 2, 1), "cxy": (2, 2, 1)}.get(epilogue[:-1], (1, 1, 1))
 
     @T.macro
     def tile(A, B, C, A_s, B_s, C_f, C_s, bx, by):
@@ -181,7 +182,7 @@ def main(argv=None):
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGESxEPILOGUE",
                    help="tile configurations to try instead of the built-in list (K is for "
                         "16-bit types; fp8 tiles take twice the K; epilogue r, s, pr, ps, "
-                        "cxr, cxs, cyr or cys)")
+                        "cxr, cxs, cyr, cys, cxyr or cxys)")
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn")
     p.add_argument("--no-stage-study", action="store_true",

@@ -39,10 +39,11 @@ for part in ${1:-tests}; do
       tail -6 "$OUT/bench_gemm_sm80.log"
       step bench_jit 150 python3 benchmarks/bench_jit.py
       tail -14 "$OUT/bench_jit.log" ;;
-    cluster)  # the plain GEMM against its 2x1 and 1x2 cluster-multicast builds; attention
+    cluster)  # the plain GEMM against its 2x1, 1x2 and 2x2 cluster-multicast builds; attention
               # with and without clusters of two query tiles
       step bench_cluster 300 python3 benchmarks/bench_gemm.py --configs 128x256x64x256x4xs \
-        128x256x64x256x4xcxs 128x256x64x256x4xcys --rounds 5 --no-stage-study
+        128x256x64x256x4xcxs 128x256x64x256x4xcys 128x256x64x256x4xcxys --rounds 5 \
+        --no-stage-study
       grep -E "TFLOP/s \(" "$OUT/bench_cluster.log" | cut -c1-100
       step attention_cluster 200 python3 benchmarks/bench_attention.py --cases bshd-fp16-d128 \
         --causal no --configs 128x128x3x256 128x128x3x256x2 --rounds 5

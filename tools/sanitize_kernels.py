@@ -1,7 +1,8 @@
 """Run the pipelined GEMMs (warp-specialized, persistent and warp-specialized, mbarrier ring
 without specialization, sm80 path, an epilogue through shared memory reusing the stage ring,
 a persistent one storing each tile through one shared tile with TMA, one in clusters of two
-blocks multicasting the A tiles they share), the attention forward (one consumer warp group,
+blocks multicasting the A tiles they share, one in 2x2 clusters multicasting A along rows and B
+along columns), the attention forward (one consumer warp group,
 two taking turns at their first gemm: ``PingPongConsumers``, and clusters of two query tiles
 multicasting K and V) and the two-thread-group hand-off
 (testing/python/cuda/test_cuda_thread_groups.py: warp group 0 writes a shared tile, warp group 1
@@ -63,6 +64,8 @@ def main():
     clustered = tilelang.compile(cluster_gemm(256, 512, 256), out_idx=[2])
     cb = torch.randn(256, 512, device="cuda", dtype=torch.float16)
     c_cluster = clustered(a, cb)
+    quad = tilelang.compile(cluster_gemm(256, 512, 256, cluster=(2, 2)), out_idx=[2])
+    c_quad = quad(a, cb)
     src = gemm.get_kernel_source()
     print("default gemm path:", "wgmma" if "wgmma" in src else "mma.sync",
           "+ TMA" if "cp.async.bulk.tensor" in src or "cp_async_bulk_tensor" in src else "")
@@ -99,13 +102,14 @@ def main():
             float((c_pers - (a.float() @ pb.float())).abs().max()),
             float((c_pers_staged - (a.float() @ pb.float())).abs().max()),
             float((c_cluster - (a.float() @ cb.float())).abs().max()),
+            float((c_quad - (a.float() @ cb.float())).abs().max()),
             float((o.float() - fa.reference(q, k, v, True).float()).abs().max()),
             float((o_turns.float() - fa.reference(tq, tk, tv, True).float()).abs().max()),
             float((o_cluster.float() - fa.reference(cq, ck, cv, False).float()).abs().max()),
             float((gb - ga).abs().max())]
     print("max errors (gemm, ragged gemm, sm80-path gemm, mbarrier-ring gemm, 384-thread gemm, "
           "shared-epilogue gemm, persistent gemm, persistent shared-epilogue gemm, "
-          "cluster multicast gemm, attention, "
+          "cluster multicast gemm, 2x2 cluster gemm, attention, "
           "attention with turns, attention in clusters, "
           "thread groups):", errs)
 

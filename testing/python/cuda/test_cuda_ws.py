@@ -257,14 +257,20 @@ def test_ws_cluster_gemm_multicast(tmp_path):
 
 
 def test_ws_cluster_gemm_shapes(tmp_path):
-    """Clusters of four blocks along x (A to four blocks) and along y (B to four), and 2-block
-    clusters over ragged M, N and K (boxes clipped at the tensor's end are multicast too)."""
+    """Clusters of four blocks along x (A to four blocks) and along y (B to four), 2x2
+    clusters (A to each row's pair, B to each column's pair; also over ragged M, N, K and with
+    a block-chosen A tile that only B is multicast for), and 2-block clusters over ragged M, N
+    and K (boxes clipped at the tensor's end are multicast too)."""
     run(tmp_path, """
         from test_warp_specialize import cluster_gemm
         for cluster, M, N, K in (((4, 1), 512, 1024, 256), ((1, 4), 512, 512, 192),
+                                 ((2, 2), 512, 512, 256), ((2, 2), 1000, 760, 200),
+                                 ((2, 2, "slot"), 512, 512, 64),
                                  ((2, 1), 500, 760, 200), ((1, 2), 500, 376, 136)):
-            k = tilelang.compile(cluster_gemm(M, N, K, cluster=cluster), out_idx=[2],
-                                 target="cuda")
+            slot = cluster[2:] == ("slot",)
+            cluster = cluster[:2]
+            k = tilelang.compile(cluster_gemm(M, N, K, cluster=cluster, slot_by_block=slot),
+                                 out_idx=[2], target="cuda")
             specialized(k, 384)
             assert "multicast__cluster" in k.get_kernel_source()
             a = torch.randn(M, K, device="cuda", dtype=torch.float16)
