@@ -232,6 +232,9 @@ def bench_case(case: Case, shape: Shape, causal: bool, tri, rounds: int = 3,
             print(f"{case.name} triton: {type(e).__name__}: {str(e)[:200]}")
     ms, _ = interleaved_ms(contenders, rounds)
     ours = list(errs)
+    for cfg in ours if len(ours) > 1 else ():
+        print(f"{case.name} causal={causal} config {'x'.join(map(str, cfg))}: "
+              f"{tf(ms[cfg]):.1f} TFLOP/s")
     if ours:
         cfg = min(ours, key=lambda c: ms[c])
         row.update(config="x".join(map(str, cfg)), ours=tf(ms[cfg]), max_err=errs[cfg])
