@@ -450,10 +450,11 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
     is encoded on the host.  With a ``cluster_mask``, the block of the mask's lowest rank
     multicasts the loads to every block of the mask, the mask's other blocks issue none (their
     tiles and barriers receive the multicast), and blocks outside the mask load for
-    themselves.  ``shared_groups`` (disjoint masks of as many blocks each) deal the boxes out
-    among each group's blocks instead (box ``i`` multicast to the group by its ``i mod n``-th
-    block; a tile of fewer boxes than blocks is first cut into bands of rows, ``_banded``),
-    which needs every block of a group to wait until the slot is free in all of them."""
+    themselves.  ``shared_groups`` (masks of as many blocks each that partition the cluster)
+    deal the boxes out among each group's blocks instead (box ``i`` multicast to the group by
+    its ``i mod n``-th block; a tile of fewer boxes than blocks is first cut into bands of
+    rows, ``_banded``), which needs every block of a group to wait until the slot is free in
+    all of them."""
     from ..device import cluster
     from ..ir_utils import seq
 
@@ -475,18 +476,19 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
               for at, coords in boxes]
     if deals:
         rank = cluster.block_rank()
-        covered, dealt = 0, []
+        dealt = []
         for mask, issuers in deals:
-            covered |= mask
             multicast = [tirx.Evaluate(tma.tma_load_multicast(
                 tirx.address_of(at), tirx.address_of(tm), tirx.address_of(bar), mask,
                 coords)) for at, coords in boxes]
             dealt += [tirx.IfThenElse(rank == r, seq(multicast[i::len(issuers)]), None)
                       for i, r in enumerate(issuers) if multicast[i::len(issuers)]]
-        outside = tirx.bitwise_and(tirx.shift_right(tirx.const(covered, "int32"), rank),
-                                   tirx.const(1, "int32")) == 0
-        # the groups of a shared issue cover the cluster
-        issues = dealt if shared_groups else dealt + [tirx.IfThenElse(outside, seq(issues), None)]
+        if shared_groups:  # they partition the cluster (``cluster.rank_groups``)
+            issues = dealt
+        else:
+            outside = tirx.bitwise_and(tirx.shift_right(tirx.const(cluster_mask, "int32"),
+                                                        rank), tirx.const(1, "int32")) == 0
+            issues = dealt + [tirx.IfThenElse(outside, seq(issues), None)]
     body = _scope_leader(ctx, scope, list(before) + issues)
     return tirx.AttrStmt(tm, TENSOR_MAP, _encode(tm, src, plan), body)
 

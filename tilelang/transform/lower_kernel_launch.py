@@ -104,9 +104,9 @@ class _Rasterize(StmtMutator):
     """CUDA: apply ``T.use_swizzle``: consecutive block ids walk a panel of ``panel`` rows
     (or columns) of tiles column by column, so neighbouring blocks share operand tiles in L2.
     In a kernel of clusters, the clusters are what walks the panels: a block keeps its place
-    inside its cluster, so along an axis where the cluster has one block every block of a
-    cluster keeps the same index (``WarpSpecialize`` multicasts the loads that depend on
-    those indices only)."""
+    inside its cluster, so two blocks of a cluster that differ only along some axes keep the
+    same index along the others (``WarpSpecialize`` multicasts a load that does not depend on
+    the indices along some of the cluster's axes to the blocks that differ only along those)."""
 
     def visit_AttrStmt(self, s):
         if s.attr_key != "thread_extent" or not s.node.thread_tag.startswith("blockIdx"):

@@ -204,7 +204,8 @@ class WarpSpecializedProtocol(MbarrierProtocol):
     base after the loop.
 
     With ``cluster_size`` blocks per cluster (some loads multicast into the slots of a group of
-    blocks, the whole cluster or a row of it, each block issuing a share of their boxes), a
+    blocks, the whole cluster or the blocks along some of its axes, each block issuing a share
+    of their boxes), a
     slot is free only when the consumers of every block of the cluster are done with it: they
     arrive on ``empty[s]`` of each block of the cluster (their own, then the others' through
     ``mapa``), whose arrive count is that many times larger."""

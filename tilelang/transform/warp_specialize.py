@@ -90,6 +90,19 @@ def _reads_memory(e) -> bool:
     return bool(find_all(e, tvm.ir.TensorLoad))
 
 
+def _reads_state(e) -> bool:
+    """``e`` calls something other than a pure function (a device op such as the block's
+    rank in its cluster, by its declared call effect): its value may differ between blocks
+    whose variables agree."""
+    pure = tirx.CallEffectKind.Pure.value
+
+    def impure(c) -> bool:
+        kind = c.op.get_attr("TCallEffectKind") if isinstance(c.op, tvm.ir.Op) else None
+        return kind is None or int(kind) > pure
+
+    return bool(find_all(e, tvm.ir.Call, impure))
+
+
 SCALAR_SCOPES = ("local", "local.var")
 
 
@@ -514,11 +527,12 @@ class _Kernels(StmtMutator):
 
         def varies(exprs, loop_vars):
             """The cluster axes whose block index ``exprs`` name, or None when they read
-            memory or name a variable other than the loop variables and the block indices."""
+            memory or state, or name a variable other than the loop variables and the block
+            indices."""
             names = uniform | {_key(v) for v in loop_vars}
             found = set()
             for e in exprs:
-                if _reads_memory(e):
+                if _reads_memory(e) or _reads_state(e):
                     return None
                 for v in _free_vars(e):
                     axis = next((a for a in spread if block_index.get(a) == _key(v)), None)

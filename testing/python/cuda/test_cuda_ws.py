@@ -265,7 +265,7 @@ def test_ws_cluster_gemm_shapes(tmp_path):
         from test_warp_specialize import cluster_gemm
         for cluster, M, N, K in (((4, 1), 512, 1024, 256), ((1, 4), 512, 512, 192),
                                  ((2, 2), 512, 512, 256), ((2, 2), 1000, 760, 200),
-                                 ((2, 2, "slot"), 512, 512, 64),
+                                 ((2, 2, "slot"), 512, 512, 320),
                                  ((2, 1), 500, 760, 200), ((1, 2), 500, 376, 136)):
             slot = cluster[2:] == ("slot",)
             cluster = cluster[:2]

@@ -452,18 +452,21 @@ def test_a_staging_tile_touched_by_more_than_copies_keeps_rows(extra):
     assert "tl.shared_layout" not in a["C_s"].annotations
 
 
-@pytest.mark.parametrize("grid,cluster,panel", [((8, 6), (2, 1), 4), ((8, 6), (1, 2), 4),
-                                                ((6, 10), (2, 1), 3), ((4, 8), (2, 2), 8)])
-def test_rasterization_of_clusters_keeps_each_block_in_its_cluster(grid, cluster, panel):
-    """With clusters the panels walk the grid of clusters: still every tile once, and the
-    blocks of a cluster keep its index along the axes where it has one block (what TMA
-    multicast of the loads depending only on that index relies on)."""
+@pytest.mark.parametrize("grid,cluster,panel,order", [
+    ((8, 6), (2, 1), 4, "row"), ((8, 6), (1, 2), 4, "row"), ((6, 10), (2, 1), 3, "row"),
+    ((4, 8), (2, 2), 8, "row"), ((8, 12), (2, 2), 3, "row"), ((8, 12), (4, 2), 2, "col"),
+    ((6, 8), (2, 4), 3, "col"), ((8, 6), (2, 1), 4, "col")])
+def test_rasterization_of_clusters_keeps_each_block_in_its_cluster(grid, cluster, panel, order):
+    """With clusters the panels walk the grid of clusters: still every tile once, and each
+    block keeps its place inside its cluster, so two blocks of a cluster that differ only
+    along x keep the same row index and two that differ only along y the same column index
+    (what TMA multicast within a cluster's rows and columns relies on)."""
     gx, gy = grid
 
     @T.prim_func
     def main(Owner: T.Tensor((gy, gx), "int32")):
         with T.ClusterKernel(gx, gy, threads=32, cluster_dims=(*cluster, 1)) as (bx, by):
-            T.use_swizzle(panel)
+            T.use_swizzle(panel, order=order)
             Owner[by, bx] = 1
 
     mod = bind(main, tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))
@@ -482,9 +485,9 @@ def test_rasterization_of_clusters_keeps_each_block_in_its_cluster(grid, cluster
             seen[(x, y)] = tuple(int(ana.simplify(substitute(i, vmap)))
                                  for i in store.indices)
     assert sorted(seen.values()) == [(r, c) for r in range(gy) for c in range(gx)]
+    cx, cy = cluster
     for (x, y), (r, c) in seen.items():
-        mate = seen[(x - x % cluster[0], y - y % cluster[1])]  # rank 0 of the cluster
-        if cluster[0] == 1:
-            assert c == mate[1]
-        if cluster[1] == 1:
-            assert r == mate[0]
+        assert (c % cx, r % cy) == (x % cx, y % cy)  # its place inside the cluster
+        row_mate = seen[(x - x % cx, y)]  # the block of the cluster's first column, same row
+        col_mate = seen[(x, y - y % cy)]  # the block of the cluster's first row, same column
+        assert r == row_mate[0] and c == col_mate[1]

@@ -611,6 +611,31 @@ def test_cluster_tile_alike_along_no_cluster_axis_is_not_multicast(caplog):
         "between any two blocks" in caplog.text
 
 
+def test_cluster_tile_whose_box_reads_the_block_rank_is_not_multicast():
+    """A box built from ``T.block_rank_in_cluster()`` (a device op, not a pure function)
+    may differ between blocks whose block indices agree: that copy is loaded by each block,
+    the others are still multicast."""
+    M = N = K = 256
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.ClusterKernel(N // 128, M // 128, threads=256, cluster_dims=(2, 2, 1)) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[(by + T.block_rank_in_cluster()) % 2 * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+
+    tiles = {str(c.args[0]).split("[")[0].split("(")[-1]
+             for c in dev_calls(lowered(main).body, "tma_load_multicast")}
+    assert tiles == {"B_s"}, tiles
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("example", ["example_mha_fwd", "example_mha_fwd_bhsd",
                                      "example_gqa_fwd_bshd"])
