@@ -462,12 +462,13 @@ def _tma_issue(op: Copy, ctx: LowerContext, plan: TmaPlan, bar, before=(),
         return [r for r in range(16) if mask >> r & 1]
 
     # (mask, its issuing blocks): the boxes go out to ``mask``, dealt out among the issuers
-    deals = [(m, ranks(m)) for m in shared_groups] if shared_groups else \
-        [(cluster_mask, ranks(cluster_mask)[:1])] if cluster_mask else []
-    if shared_groups:
+    deals = [(m, ranks(m)) for m in shared_groups]
+    if deals:
         sizes = {len(issuers) for _, issuers in deals}
         assert len(sizes) == 1, f"multicast groups of different sizes: {shared_groups}"
         plan = _banded(op, plan, sizes.pop())
+    elif cluster_mask:
+        deals = [(cluster_mask, ranks(cluster_mask)[:1])]
     src = R.buffer_of(op.src)
     tm = tensor_map_var(src)
     boxes = _boxes(op, plan)

@@ -205,10 +205,9 @@ class WarpSpecializedProtocol(MbarrierProtocol):
 
     With ``cluster_size`` blocks per cluster (some loads multicast into the slots of a group of
     blocks, the whole cluster or the blocks along some of its axes, each block issuing a share
-    of their boxes), a
-    slot is free only when the consumers of every block of the cluster are done with it: they
-    arrive on ``empty[s]`` of each block of the cluster (their own, then the others' through
-    ``mapa``), whose arrive count is that many times larger."""
+    of their boxes), a slot is free only when the consumers of every block of the cluster are
+    done with it: they arrive on ``empty[s]`` of each block of the cluster (their own, then the
+    others' through ``mapa``), whose arrive count is that many times larger."""
 
     def __init__(self, num_stages: int, consumers: ThreadGroup, producers: ThreadGroup,
                  nbytes: int, producer_rank, name: str = "pipe", tiles=(),

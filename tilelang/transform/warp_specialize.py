@@ -511,19 +511,20 @@ class _Kernels(StmtMutator):
         along those axes: it is multicast to each such group (the whole cluster when it
         leaves out every axis of the cluster), every block of a group issuing its share of
         the boxes (``_copy_tma_producer``)."""
-        dims = {a.node.thread_tag[-1]: int(a.value) for a in chain
-                if a.attr_key == "thread_extent" and a.node.thread_tag in cluster.CLUSTER_TAGS}
-        size = 1
-        for d in dims.values():
-            size *= d
+        dims = {tag[-1]: int(d) for tag, d in cluster.cluster_extents(chain).items()}
+        shape = tuple(dims.get(axis, 1) for axis in "xyz")
+        size = shape[0] * shape[1] * shape[2]
         if size == 1:
             return {}
-        block_index = {a.node.thread_tag[-1]: _key(a.node.var) for a in chain
-                       if a.attr_key == "thread_extent"
-                       and a.node.thread_tag.startswith("blockIdx.")}
         spread = {axis for axis, d in dims.items() if d > 1}  # the cluster's axes
-        uniform = set(self.params) | {k for axis, k in block_index.items()
-                                      if axis not in spread}
+        axis_of, uniform = {}, set(self.params)  # block index -> its cluster axis; the rest
+        for a in chain:
+            if a.attr_key == "thread_extent" and a.node.thread_tag.startswith("blockIdx."):
+                axis = a.node.thread_tag[-1]
+                if axis in spread:
+                    axis_of[_key(a.node.var)] = axis
+                else:
+                    uniform.add(_key(a.node.var))
 
         def varies(exprs, loop_vars):
             """The cluster axes whose block index ``exprs`` name, or None when they read
@@ -535,15 +536,13 @@ class _Kernels(StmtMutator):
                 if _reads_memory(e) or _reads_state(e):
                     return None
                 for v in _free_vars(e):
-                    axis = next((a for a in spread if block_index.get(a) == _key(v)), None)
-                    if axis is not None:
-                        found.add(axis)
+                    if _key(v) in axis_of:
+                        found.add(axis_of[_key(v)])
                     elif _key(v) not in names:
                         return None
             return found
 
         out = {"size": size}
-        shape = tuple(dims.get(axis, 1) for axis in "xyz")
         for loop_key, i in chosen.items():
             control, loop_vars = skel.control.get(i, ([], []))
             if varies(control, loop_vars) != set():
