@@ -402,22 +402,12 @@ class _Kernels(StmtMutator):
                 continue
             chosen[_key(loop)] = len(chosen)
             producer_stmts[_key(loop)] = [(i, stmts[i]) for i in sched.producers]
-        if chosen:  # the rings of the chosen loops must fit in shared memory
-            limit, _ = smem_limit(self.target)
-            staged = {}
-            for loop in loops:
-                if _key(loop) in chosen:
-                    n = int(loop.annotations["num_stages"])
-                    for _, st in producer_stmts[_key(loop)]:
-                        for b in _written_shared_buffers(st):
-                            staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], n), b
-            # the producer may run ahead from the consumers' start: its tiles are live from
-            # there; a tile only the consumers use after a loop may take the loop's ring bytes
-            need = staged_peak(body, [(b, n) for n, b in staged.values()],
-                               live_from_start=set(staged))
-            if need > limit:
-                return off(f"the stage rings would need {need} bytes of shared memory, more "
-                           f"than the {limit} allowed")
+        stages = {}  # loop -> the stages its ring gets, when fewer than asked
+        if chosen:
+            stages = self.fitted_stages([x for x in loops if _key(x) in chosen], producer_stmts,
+                                        body)
+            if stages is None:
+                return off(self.why_unfitted)
         # the producer must reach each chosen loop and own its tiles
         top = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
         hoisted = [x for x in top if isinstance(x, tirx.AllocBuffer) and
@@ -455,6 +445,7 @@ class _Kernels(StmtMutator):
         for w in why:
             log.debug("warp specialization of %s: not specialized: %s", self.name(), w)
         multicast = self.multicast(chain, chosen, skel, producer_stmts)
+        fitted = {chosen[k]: n for k, n in stages.items() if k in chosen}
         consumers = ThreadGroup(0, user)
         producers = ThreadGroup(user, WARP_GROUP)
         part = [consumers.offset, consumers.count, producers.offset, producers.count]
@@ -466,6 +457,8 @@ class _Kernels(StmtMutator):
                     return s
                 ann = dict(s.annotations)
                 ann.update({WS_ROLE: role, WS_LOOP: i, WS_PARTITION: part})
+                if i in fitted:
+                    ann["num_stages"] = fitted[i]
                 if multicast.get(i):
                     ann[WS_MULTICAST] = [multicast["size"], multicast[i]]
                 return tirx.For(s.loop_var, s.min, s.extent, s.kind, s.body, s.thread_binding,
@@ -497,6 +490,44 @@ class _Kernels(StmtMutator):
         # a block leaves only when no block of its cluster arrives on its barriers any more
         tail = [tirx.Evaluate(cluster.sync())] if len(multicast) > 1 else []
         return user + WARP_GROUP, seq(hoisted + [cons, prod] + tail)
+
+    def fitted_stages(self, loops, producer_stmts: dict, body) -> dict | None:
+        """{loop key: stages} for the loops whose rings must hold fewer stages than asked so
+        that every ring fits in shared memory, taking a stage from the deepest ring first and
+        leaving each at least two (logged); ``None`` when two each do not fit (the reason in
+        ``self.why_unfitted``).  The producer may run ahead from the consumers' start, so its
+        tiles are live from there; a tile only the consumers use after a loop may take the
+        loop's ring bytes."""
+        limit, _ = smem_limit(self.target)
+        asked = {_key(x): int(x.annotations["num_stages"]) for x in loops}
+        stages = dict(asked)
+
+        def need():
+            staged = {}
+            for x in loops:
+                for _, st in producer_stmts[_key(x)]:
+                    for b in _written_shared_buffers(st):
+                        staged[_key(b)] = max(staged.get(_key(b), (0, b))[0],
+                                              stages[_key(x)]), b
+            return staged_peak(body, [(b, n) for n, b in staged.values()],
+                               live_from_start=set(staged))
+
+        first = bytes_ = need()
+        while bytes_ > limit:
+            deepest = max(loops, key=lambda x: stages[_key(x)])
+            if stages[_key(deepest)] <= 2:
+                self.why_unfitted = (f"the stage rings would need {first} bytes of shared "
+                                     f"memory ({bytes_} with two stages each), more than the "
+                                     f"{limit} allowed")
+                return None
+            stages[_key(deepest)] -= 1
+            bytes_ = need()
+        for x in loops:
+            if stages[_key(x)] != asked[_key(x)]:
+                log.debug("warp specialization of %s: loop over %s: %d stages do not fit the "
+                          "%d bytes of shared memory; %d stages", self.name(), x.loop_var.name,
+                          asked[_key(x)], limit, stages[_key(x)])
+        return {k: n for k, n in stages.items() if n != asked[k]}
 
     def multicast(self, chain, chosen: dict, skel, producer_stmts: dict) -> dict:
         """In a kernel of clusters of several blocks: ``{"size": blocks per cluster, ws id:

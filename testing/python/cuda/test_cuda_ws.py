@@ -198,7 +198,8 @@ def test_ws_loop_under_if(tmp_path):
 def test_ws_persistent_gemm(tmp_path):
     """Blocks walking several tiles each (T.Persistent): the ring's phase carries from one
     tile's loop to the next in both roles; tile counts that do and do not divide evenly; a
-    shared tile stored with TMA once per tile and written again for the next."""
+    shared tile stored with TMA once per tile and written again for the next; rings given
+    fewer stages than asked so that they fit next to that tile."""
     run(tmp_path, """
         for (M, N, K, blocks), staged in (((512, 512, 256, 3), False), ((384, 640, 64, 4), False),
                                           ((256, 256, 1024, 132), False),
@@ -210,6 +211,13 @@ def test_ws_persistent_gemm(tmp_path):
             a = torch.randn(M, K, device="cuda", dtype=torch.float16)
             b = torch.randn(K, N, device="cuda", dtype=torch.float16)
             torch.testing.assert_close(k(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+        # six stages do not fit next to C_s: the rings get five, the kernel stays specialized
+        k = tilelang.compile(persistent_gemm(512, 512, 768, blocks=3, stages=6,
+                                             shared_epilogue=True), out_idx=[2], target="cuda")
+        specialized(k, 384)
+        a = torch.randn(512, 768, device="cuda", dtype=torch.float16)
+        b = torch.randn(768, 512, device="cuda", dtype=torch.float16)
+        torch.testing.assert_close(k(a, b), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
     """)
 
 

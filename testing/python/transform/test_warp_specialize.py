@@ -497,6 +497,33 @@ def test_persistent_shared_epilogue_waits_for_its_store_before_the_next_tile():
         text.index("T.device_fence_proxy_async_shared()") < store
 
 
+def ring_depths(func, tiles: dict) -> dict:
+    """Tile name -> stages of its ring: the elements of the flat shared buffer of that name
+    over the elements of one tile (``tiles``: name -> elements)."""
+    return {d.buffer.name: int(d.buffer.shape[0]) // tiles[d.buffer.name]
+            for d in find_all(func.body, tirx.DeclBuffer) if d.buffer.name in tiles}
+
+
+def test_rings_that_do_not_fit_get_fewer_stages_and_stay_specialized(caplog):
+    """The persistent kernel's C_s is live across its loop, so its rings cannot take those
+    bytes: 6 stages of 32 KiB next to a 64 KiB C_s do not fit, fewer do, and the kernel keeps
+    its producer warp group (it used to fall back to the plain pipeline).  When not even two
+    stages fit, specialization is off and says why."""
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(persistent_gemm(stages=6, shared_epilogue=True))
+    (fit,) = [r for r in caplog.records if "stages do not fit" in r.getMessage()]
+    depth = int(fit.getMessage().rsplit("; ", 1)[1].split()[0])
+    assert "warp specialization of main: loop over k: 6 stages" in fit.getMessage()
+    assert 2 <= depth < 6 and ring_depths(f, {"A_s": 128 * 64, "B_s": 64 * 128}) == \
+        {"A_s": depth, "B_s": depth}
+    assert block_threads(f) == 384
+    assert split_summary(f)["arrive_counts"] == [1] * depth + [2] * depth  # two consumer groups
+    caplog.clear()
+    f = lowered(persistent_gemm(bn=256, bk=128, shared_epilogue=True))  # 2 x 96 + 128 KiB
+    assert block_threads(f) == 256 and not regions(f)
+    assert "with two stages each), more than the 232448 allowed" in caplog.text
+
+
 # clusters: TMA multicast of the tiles the blocks of a cluster share ---------------------------
 @pytest.mark.parametrize("cluster,shared", [((2, 1), "A_s"), ((1, 2), "B_s")])
 def test_cluster_shares_its_tile_by_multicast(cluster, shared):
