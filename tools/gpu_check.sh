@@ -7,6 +7,7 @@
 #   run(command="bash tools/gpu_check.sh 'tests sanitize'", carry=[".gpu"])
 #   run(command="bash tools/gpu_check.sh study", carry=[".gpu"])   # async vs sync, with ncu
 #   run(command="bash tools/gpu_check.sh cluster", carry=[".gpu"]) # GEMM, attention: multicast
+#   run(command="bash tools/gpu_check.sh acceptance", carry=[".gpu"])  # headline figures, ~5 min
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.  If the device tool refuses a call as larger than 64 MiB,
 # `bash tools/repack_gpu_bundle.sh` shrinks the carried TVM library by about 1.5 MB.
@@ -49,6 +50,14 @@ for part in ${1:-tests}; do
       step attention_cluster 200 python3 benchmarks/bench_attention.py --cases bshd-fp16-d128 \
         --causal no --configs 128x128x3x256 128x128x3x256x2 --rounds 5
       tail -4 "$OUT/attention_cluster.log" ;;
+    acceptance)  # the headline figures in a few minutes: the fastest GEMM tiles at 4096 and
+                 # 8192, fp16 and bf16; attention fp16 D=128, causal and not
+      step bench_gemm_best 240 python3 benchmarks/bench_gemm.py --configs 128x256x64x256x4xs \
+        --rounds 5 --no-stage-study
+      grep -E "TFLOP/s \(" "$OUT/bench_gemm_best.log" | cut -c1-100
+      step attention_fp16_d128 200 python3 benchmarks/bench_attention.py --cases bshd-fp16-d128 \
+        --configs 128x128x3x256 --rounds 5
+      tail -4 "$OUT/attention_fp16_d128.log" ;;
     attention)
       step bench_attention 500 python3 benchmarks/bench_attention.py
       tail -14 "$OUT/bench_attention.log" ;;
