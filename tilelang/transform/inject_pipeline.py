@@ -45,7 +45,7 @@ from ..ir_utils import map_kernels, map_nodes, StmtMutator, find_all, seq, subst
 from . import pass_config
 from .passes import function_pass, target_of
 from .inject_async_waits import STAGED
-from .plan_shared_memory import smem_limit, staged_peak
+from .plan_shared_memory import fit_stages, smem_limit, staged_peak
 from .pipeline_protocol import (WS_LOOP, WS_MULTICAST, WS_PARTITION, WS_ROLE, CpAsyncProtocol,
                                 MbarrierProtocol, WarpSpecializedProtocol)
 
@@ -210,9 +210,9 @@ class _Pipeline(StmtMutator):
         if self.target is None or self.target.kind.name != "cuda":
             return sched
         limit, _ = smem_limit(self.target)
-        n = sched.num_stages
-        while n >= 2 and self.ring_bytes(stmts, sched, n) > limit:
-            n -= 1
+        fit = fit_stages({"ring": sched.num_stages},
+                         lambda stages: self.ring_bytes(stmts, sched, stages["ring"]), limit)
+        n = fit["ring"] if fit else 1
         if n != sched.num_stages:
             log.debug("T.Pipelined loop over %s: %d stages do not fit the %d bytes of shared "
                       "memory; %s", s.loop_var.name, sched.num_stages, limit,

@@ -16,6 +16,7 @@ architecture allows per block.  CPU: unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import tvm
@@ -102,6 +103,19 @@ def staged_peak(body, staged, live_from_start=frozenset()) -> int:
             placed.append(_Placed(_key(a.buffer), span, offset, offset + size))
         need = max([need] + [p.end for p in placed])
     return need
+
+
+def fit_stages(asked: dict, need: Callable[[dict], int], limit: int) -> dict | None:
+    """``asked`` (ring -> stages) with a stage taken from the deepest ring at a time until the
+    rings fit: ``need(stages)``, their bytes, is at most ``limit``; ``None`` when even two
+    stages each do not fit."""
+    stages = dict(asked)
+    while need(stages) > limit:
+        deepest = max(stages, key=stages.get)
+        if stages[deepest] <= 2:
+            return None
+        stages[deepest] -= 1
+    return stages
 
 
 class _Collect(StmtMutator):

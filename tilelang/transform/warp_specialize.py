@@ -65,7 +65,7 @@ from .inject_pipeline import _Pipeline, _written_shared_buffers
 from ..ir_utils import StmtMutator, find_all, launch_chain, map_nodes, seq, substitute
 from .passes import function_pass, target_of
 from .pipeline_protocol import WS_LOOP, WS_MULTICAST, WS_PARTITION, WS_ROLE, MbarrierProtocol
-from .plan_shared_memory import smem_limit, staged_peak
+from .plan_shared_memory import fit_stages, smem_limit, staged_peak
 
 log = logging.getLogger("tilelang")
 
@@ -402,12 +402,12 @@ class _Kernels(StmtMutator):
                 continue
             chosen[_key(loop)] = len(chosen)
             producer_stmts[_key(loop)] = [(i, stmts[i]) for i in sched.producers]
-        stages = {}  # loop -> the stages its ring gets, when fewer than asked
+        stages = {}  # loop -> the stages its ring gets
         if chosen:
-            stages = self.fitted_stages([x for x in loops if _key(x) in chosen], producer_stmts,
-                                        body)
+            stages, why_not = self.fitted_stages([x for x in loops if _key(x) in chosen],
+                                                 producer_stmts, body)
             if stages is None:
-                return off(self.why_unfitted)
+                return off(why_not)
         # the producer must reach each chosen loop and own its tiles
         top = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
         hoisted = [x for x in top if isinstance(x, tirx.AllocBuffer) and
@@ -457,7 +457,7 @@ class _Kernels(StmtMutator):
                     return s
                 ann = dict(s.annotations)
                 ann.update({WS_ROLE: role, WS_LOOP: i, WS_PARTITION: part})
-                if i in fitted:
+                if i in fitted:  # as many as fit in shared memory
                     ann["num_stages"] = fitted[i]
                 if multicast.get(i):
                     ann[WS_MULTICAST] = [multicast["size"], multicast[i]]
@@ -491,43 +491,36 @@ class _Kernels(StmtMutator):
         tail = [tirx.Evaluate(cluster.sync())] if len(multicast) > 1 else []
         return user + WARP_GROUP, seq(hoisted + [cons, prod] + tail)
 
-    def fitted_stages(self, loops, producer_stmts: dict, body) -> dict | None:
-        """{loop key: stages} for the loops whose rings must hold fewer stages than asked so
-        that every ring fits in shared memory, taking a stage from the deepest ring first and
-        leaving each at least two (logged); ``None`` when two each do not fit (the reason in
-        ``self.why_unfitted``).  The producer may run ahead from the consumers' start, so its
+    def fitted_stages(self, loops, producer_stmts: dict, body) -> tuple[dict | None, str]:
+        """``({loop key: stages}, "")`` with as many stages as fit in shared memory for each
+        loop's ring (``fit_stages``; logged where fewer than asked), or ``(None, why)`` when
+        two each do not fit.  The producer may run ahead from the consumers' start, so its
         tiles are live from there; a tile only the consumers use after a loop may take the
         loop's ring bytes."""
         limit, _ = smem_limit(self.target)
-        asked = {_key(x): int(x.annotations["num_stages"]) for x in loops}
-        stages = dict(asked)
+        tiles = {_key(x): [b for _, st in producer_stmts[_key(x)]
+                           for b in _written_shared_buffers(st)] for x in loops}
 
-        def need():
-            staged = {}
-            for x in loops:
-                for _, st in producer_stmts[_key(x)]:
-                    for b in _written_shared_buffers(st):
-                        staged[_key(b)] = max(staged.get(_key(b), (0, b))[0],
-                                              stages[_key(x)]), b
+        def need(stages: dict) -> int:
+            staged = {}  # a tile several loops stage gets the deepest of their rings
+            for k, bufs in tiles.items():
+                for b in bufs:
+                    staged[_key(b)] = max(staged.get(_key(b), (0, b))[0], stages[k]), b
             return staged_peak(body, [(b, n) for n, b in staged.values()],
                                live_from_start=set(staged))
 
-        first = bytes_ = need()
-        while bytes_ > limit:
-            deepest = max(loops, key=lambda x: stages[_key(x)])
-            if stages[_key(deepest)] <= 2:
-                self.why_unfitted = (f"the stage rings would need {first} bytes of shared "
-                                     f"memory ({bytes_} with two stages each), more than the "
-                                     f"{limit} allowed")
-                return None
-            stages[_key(deepest)] -= 1
-            bytes_ = need()
+        asked = {_key(x): int(x.annotations["num_stages"]) for x in loops}
+        stages = fit_stages(asked, need, limit)
+        if stages is None:
+            return None, (f"the stage rings would need {need(asked)} bytes of shared memory "
+                          f"({need({k: 2 for k in asked})} with two stages each), more than "
+                          f"the {limit} allowed")
         for x in loops:
             if stages[_key(x)] != asked[_key(x)]:
                 log.debug("warp specialization of %s: loop over %s: %d stages do not fit the "
                           "%d bytes of shared memory; %d stages", self.name(), x.loop_var.name,
                           asked[_key(x)], limit, stages[_key(x)])
-        return {k: n for k, n in stages.items() if n != asked[k]}
+        return stages, ""
 
     def multicast(self, chain, chosen: dict, skel, producer_stmts: dict) -> dict:
         """In a kernel of clusters of several blocks: ``{"size": blocks per cluster, ws id:
