@@ -8,6 +8,7 @@
 #   run(command="bash tools/gpu_check.sh study", carry=[".gpu"])   # async vs sync, with ncu
 #   run(command="bash tools/gpu_check.sh cluster", carry=[".gpu"]) # GEMM, attention: multicast
 #   run(command="bash tools/gpu_check.sh acceptance", carry=[".gpu"])  # headline figures, ~5 min
+#   run(command="bash tools/gpu_check.sh stress", carry=[".gpu"])  # the attention launch failure
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.  If the device tool refuses a call as larger than 64 MiB,
 # `bash tools/repack_gpu_bundle.sh` shrinks the carried TVM library by about 1.5 MB.
@@ -71,7 +72,14 @@ for part in ${1:-tests}; do
         echo "$k-$w tensor pipe: $(grep -Eo 'pct_of_peak_sustained_active +[^ ]+ +[0-9.]+' \
           "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
       done; done ;;
-    *) echo "unknown part $part (tests, sanitize, bench, cluster, attention, study)"; exit 2 ;;
+    stress)  # the intermittent launch failure of the fifteenth stop: natively, then memcheck
+      step stress 300 python3 tools/stress_attention.py --trials 3
+      tail -10 "$OUT/stress.log"
+      step stress_memcheck 250 python3 tools/stress_attention.py --trials 1 --memcheck \
+        --sequences after-causal alone
+      tail -3 "$OUT/stress_memcheck.log" ;;
+    *) echo "unknown part $part (tests, sanitize, bench, cluster, attention, study, acceptance,"\
+         "stress)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"

@@ -1,0 +1,106 @@
+"""Hunt the intermittent ``unspecified launch failure`` of the attention forward (fifteenth
+stop, docs/benchmarks.md): the fp16 D=128 non-causal build at 64x64x2x128 failed at its first
+timing inside ``bench_attention.py`` in two of three runs, after the D=64 cases, and never in a
+process of its own running 300 plain calls.
+
+Each trial runs one sequence in a fresh process (a launch failure poisons the CUDA context) and
+prints its exit status and last steps:
+
+    alone         build the suspect, check it against torch, time it 4 times
+    after-d64     the same, after timing the D=64 build of the same configuration
+    after-causal  the same, after timing the D=64 causal 128x128x3x256 build (the order of
+                  bench_attention.py, where it failed)
+
+    python tools/stress_attention.py [--trials 3] [--config 64x64x2x128] [--memcheck]
+
+``--memcheck`` runs each sequence under ``compute-sanitizer --tool memcheck`` restricted to the
+tilelang kernels (``main_kernel``), which names the faulting access if the kernel makes one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
+
+SEQUENCES = ("alone", "after-d64", "after-causal")
+SHAPE = (8, 16, 4, 4096)  # batch, heads, kv heads, sequence: bench_attention's defaults
+
+
+def _build(dim: int, cfg: str, causal: bool):
+    """(kernel, inputs, torch reference) of bench_attention's BSHD fp16 case."""
+    import bench_attention as ba
+    import tilelang
+
+    case, shape = ba.Case("bshd", "float16", dim), ba.Shape(*SHAPE)
+    q, k, v = ba.inputs(case, shape)
+    kern = tilelang.compile(ba.program(case, shape, causal, ba.config(cfg)), out_idx=[3],
+                            target="cuda")
+    return kern, (q, k, v), ba.example_mha_fwd.reference(q, k, v, causal)
+
+
+def run_sequence(name: str, cfg: str) -> None:
+    import torch
+    from common import bench_ms
+
+    before = {"after-d64": (64, cfg, False), "after-causal": (64, "128x128x3x256", True)}
+    if name in before:
+        kern, args, _ = _build(*before[name])
+        for _ in range(3):
+            bench_ms(lambda: kern(*args))
+        torch.cuda.synchronize()
+        print("timed the build before", flush=True)
+    kern, args, ref = _build(128, cfg, False)
+    out = kern(*args)
+    torch.cuda.synchronize()
+    print(f"checked: max error {float((out.float() - ref.float()).abs().max()):.3g}", flush=True)
+    for i in range(4):
+        bench_ms(lambda: kern(*args))
+        torch.cuda.synchronize()
+        print(f"timed {i}", flush=True)
+    print("OK")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--config", default="64x64x2x128")
+    p.add_argument("--sequences", nargs="+", choices=SEQUENCES, default=list(SEQUENCES))
+    p.add_argument("--memcheck", action="store_true")
+    p.add_argument("--run", choices=SEQUENCES, help=argparse.SUPPRESS)  # the child's side
+    args = p.parse_args(argv)
+    if args.run:
+        run_sequence(args.run, args.config)
+        return 0
+    failed = 0
+    for trial in range(args.trials):
+        for seq in args.sequences:
+            cmd = [sys.executable, os.path.abspath(__file__), "--run", seq, "--config",
+                   args.config]
+            if args.memcheck:
+                cmd = ["compute-sanitizer", "--tool", "memcheck", "--kernel-name",
+                       "kns=main_kernel", "--print-limit", "5"] + cmd
+            t0 = time.time()
+            try:
+                p_ = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+                rc, text = p_.returncode, p_.stdout + p_.stderr
+            except subprocess.TimeoutExpired as e:
+                rc, text = "timeout", (e.stdout or b"").decode() + (e.stderr or b"").decode()
+            lines = [ln for ln in text.splitlines() if "CUDAEvent" not in ln]
+            keep = [ln.strip() for ln in lines
+                    if ln.startswith(("checked", "timed", "OK", "=========")) or "Error" in ln]
+            failed += rc != 0
+            print(f"trial {trial} {seq:13s} rc={rc} {time.time() - t0:.0f}s: "
+                  + " | ".join(keep)[-600:], flush=True)
+    print(f"{failed} of {args.trials * len(args.sequences)} sequences failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
