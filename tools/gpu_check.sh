@@ -73,7 +73,7 @@ for part in ${1:-tests}; do
           "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
       done; done ;;
     stress)  # the intermittent launch failure of the fifteenth stop: natively, then memcheck
-      step stress 300 python3 tools/stress_attention.py --trials 3
+      step stress 300 python3 tools/stress_attention.py --trials 2
       tail -10 "$OUT/stress.log"
       step stress_memcheck 250 python3 tools/stress_attention.py --trials 1 --memcheck \
         --sequences after-causal alone

@@ -8,8 +8,10 @@ prints its exit status and last steps:
 
     alone         build the suspect, check it against torch, time it 4 times
     after-d64     the same, after timing the D=64 build of the same configuration
-    after-causal  the same, after timing the D=64 causal 128x128x3x256 build (the order of
-                  bench_attention.py, where it failed)
+    after-causal  the same, after timing the D=64 causal 128x128x3x256 build
+    bench         bench_attention.py's own order up to the failure (the D=64 cases, causal and
+                  not, then D=128 non-causal: every configuration, cuDNN, flash and Triton),
+                  naming each contender as it is timed and synchronizing after it
 
     python tools/stress_attention.py [--trials 3] [--config 64x64x2x128] [--memcheck]
 
@@ -28,7 +30,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 
-SEQUENCES = ("alone", "after-d64", "after-causal")
+SEQUENCES = ("alone", "after-d64", "after-causal", "bench")
 SHAPE = (8, 16, 4, 4096)  # batch, heads, kv heads, sequence: bench_attention's defaults
 
 
@@ -44,10 +46,36 @@ def _build(dim: int, cfg: str, causal: bool):
     return kern, (q, k, v), ba.example_mha_fwd.reference(q, k, v, causal)
 
 
+def run_bench_order() -> None:
+    """bench_attention's cases in its order until D=128 non-causal, each contender named."""
+    import bench_attention as ba
+    import torch
+    from common import bench_ms
+
+    def traced(contenders: dict, rounds: int):
+        names = list(contenders)
+        runs = {n: [] for n in names}
+        for r in range(rounds):
+            for n in names[r % len(names):] + names[:r % len(names)]:
+                print(f"timing {n}", flush=True)
+                runs[n].append(bench_ms(contenders[n]))
+                torch.cuda.synchronize()
+        return {n: sorted(v)[len(v) // 2] for n, v in runs.items()}, runs
+
+    ba.interleaved_ms = traced
+    shape, tri = ba.Shape(*SHAPE), ba.triton_attention()
+    for dim, causal in ((64, False), (64, True), (128, False)):
+        print(f"case D={dim} causal={causal}", flush=True)
+        ba.bench_case(ba.Case("bshd", "float16", dim), shape, causal, tri)
+    print("OK")
+
+
 def run_sequence(name: str, cfg: str) -> None:
     import torch
     from common import bench_ms
 
+    if name == "bench":
+        return run_bench_order()
     before = {"after-d64": (64, cfg, False), "after-causal": (64, "128x128x3x256", True)}
     if name in before:
         kern, args, _ = _build(*before[name])
@@ -94,7 +122,10 @@ def main(argv=None) -> int:
                 rc, text = "timeout", (e.stdout or b"").decode() + (e.stderr or b"").decode()
             lines = [ln for ln in text.splitlines() if "CUDAEvent" not in ln]
             keep = [ln.strip() for ln in lines
-                    if ln.startswith(("checked", "timed", "OK", "=========")) or "Error" in ln]
+                    if ln.startswith(("checked", "timed", "OK", "=========", "case")) or
+                    "Error" in ln]
+            if rc != 0:  # the contender being timed when it failed
+                keep += [ln for ln in lines if ln.startswith("timing")][-1:]
             failed += rc != 0
             print(f"trial {trial} {seq:13s} rc={rc} {time.time() - t0:.0f}s: "
                   + " | ".join(keep)[-600:], flush=True)
