@@ -8,7 +8,7 @@
 #   run(command="bash tools/gpu_check.sh study", carry=[".gpu"])   # async vs sync, with ncu
 #   run(command="bash tools/gpu_check.sh cluster", carry=[".gpu"]) # GEMM, attention: multicast
 #   run(command="bash tools/gpu_check.sh acceptance", carry=[".gpu"])  # headline figures, ~5 min
-#   run(command="bash tools/gpu_check.sh stress", carry=[".gpu"])  # the attention launch failure
+#   run(command="bash tools/gpu_check.sh stress", carry=[".gpu"])  # attention launch failure, <10 min
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.  If the device tool refuses a call as larger than 64 MiB,
 # `bash tools/repack_gpu_bundle.sh` shrinks the carried TVM library by about 1.5 MB.
@@ -73,11 +73,15 @@ for part in ${1:-tests}; do
           "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
       done; done ;;
     stress)  # the intermittent launch failure of the fifteenth stop: natively, then memcheck
-      step stress 300 python3 tools/stress_attention.py --trials 2
+      step stress 260 python3 tools/stress_attention.py --trials 2
       tail -10 "$OUT/stress.log"
-      step stress_memcheck 250 python3 tools/stress_attention.py --trials 1 --memcheck \
+      step stress_cold 100 python3 tools/stress_attention.py --trials 1 --sequences cold-loop
+      tail -2 "$OUT/stress_cold.log"
+      step stress_memcheck 200 python3 tools/stress_attention.py --trials 1 --memcheck \
         --sequences after-causal alone
-      tail -3 "$OUT/stress_memcheck.log" ;;
+      tail -3 "$OUT/stress_memcheck.log"
+      nvidia-smi -q -d ECC | grep -iE "volatile|aggregate|uncorr" | head -6
+      dmesg 2>&1 | grep -iE "xid" | tail -5 ;;
     *) echo "unknown part $part (tests, sanitize, bench, cluster, attention, study, acceptance,"\
          "stress)"; exit 2 ;;
   esac

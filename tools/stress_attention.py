@@ -9,14 +9,19 @@ prints its exit status and last steps:
     alone         build the suspect, check it against torch, time it 4 times
     after-d64     the same, after timing the D=64 build of the same configuration
     after-causal  the same, after timing the D=64 causal 128x128x3x256 build
+    cold-loop     the suspect alone, 2000 calls each after zeroing 256 MB (do_bench's cold L2),
+                  every output compared bit for bit with the first
     bench         bench_attention.py's own order up to the failure (the D=64 cases, causal and
                   not, then D=128 non-causal: every configuration, cuDNN, flash and Triton),
                   naming each contender as it is timed and synchronizing after it
 
     python tools/stress_attention.py [--trials 3] [--config 64x64x2x128] [--memcheck]
+                                     [--blocking]
 
 ``--memcheck`` runs each sequence under ``compute-sanitizer --tool memcheck`` restricted to the
-tilelang kernels (``main_kernel``), which names the faulting access if the kernel makes one.
+tilelang kernels (``main_kernel``), which names the faulting access if the kernel makes one;
+``--blocking`` sets ``CUDA_LAUNCH_BLOCKING=1``, so that an error is raised by the launch that
+caused it and not by a later synchronize.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 
-SEQUENCES = ("alone", "after-d64", "after-causal", "bench")
+SEQUENCES = ("alone", "after-d64", "after-causal", "cold-loop", "bench")
 SHAPE = (8, 16, 4, 4096)  # batch, heads, kv heads, sequence: bench_attention's defaults
 
 
@@ -76,6 +81,17 @@ def run_sequence(name: str, cfg: str) -> None:
 
     if name == "bench":
         return run_bench_order()
+    if name == "cold-loop":
+        kern, args, _ = _build(128, cfg, False)
+        first, cache = kern(*args), torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
+        differ = 0
+        for _ in range(2000):
+            cache.zero_()
+            differ += not torch.equal(kern(*args), first)
+        torch.cuda.synchronize()
+        print(f"timed: 2000 cold calls, {differ} outputs differ from the first", flush=True)
+        print("OK")
+        return
     before = {"after-d64": (64, cfg, False), "after-causal": (64, "128x128x3x256", True)}
     if name in before:
         kern, args, _ = _build(*before[name])
@@ -99,8 +115,10 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--config", default="64x64x2x128")
-    p.add_argument("--sequences", nargs="+", choices=SEQUENCES, default=list(SEQUENCES))
+    p.add_argument("--sequences", nargs="+", choices=SEQUENCES,
+                   default=["alone", "after-d64", "after-causal", "bench"])
     p.add_argument("--memcheck", action="store_true")
+    p.add_argument("--blocking", action="store_true")
     p.add_argument("--run", choices=SEQUENCES, help=argparse.SUPPRESS)  # the child's side
     args = p.parse_args(argv)
     if args.run:
@@ -116,7 +134,8 @@ def main(argv=None) -> int:
                        "kns=main_kernel", "--print-limit", "5"] + cmd
             t0 = time.time()
             try:
-                p_ = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+                env = dict(os.environ, **({"CUDA_LAUNCH_BLOCKING": "1"} if args.blocking else {}))
+                p_ = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
                 rc, text = p_.returncode, p_.stdout + p_.stderr
             except subprocess.TimeoutExpired as e:
                 rc, text = "timeout", (e.stdout or b"").decode() + (e.stderr or b"").decode()
