@@ -73,11 +73,15 @@ for part in ${1:-tests}; do
           "$OUT/ncu_$k-$w.log" | awk '{print $NF}')%"
       done; done ;;
     stress)  # the intermittent launch failure of the fifteenth stop: natively, then memcheck
-      step stress 260 python3 tools/stress_attention.py --trials 2
+      step stress 200 python3 tools/stress_attention.py --trials 2
       tail -10 "$OUT/stress.log"
       step stress_cold 100 python3 tools/stress_attention.py --trials 1 --sequences cold-loop
       tail -2 "$OUT/stress_cold.log"
-      step stress_memcheck 200 python3 tools/stress_attention.py --trials 1 --memcheck \
+      # the same sequences without warp specialization: does the failure follow the WS build?
+      step stress_nows 150 python3 tools/stress_attention.py --trials 1 --sequences bench \
+        after-causal --pass-config tl.disable_warp_specialized=1
+      tail -3 "$OUT/stress_nows.log"
+      step stress_memcheck 140 python3 tools/stress_attention.py --trials 1 --memcheck \
         --sequences after-causal alone
       tail -3 "$OUT/stress_memcheck.log"
       nvidia-smi -q -d ECC | grep -iE "volatile|aggregate|uncorr" | head -6

@@ -13,24 +13,28 @@ prints its exit status and last steps:
                   every output compared bit for bit with the first
     bench         bench_attention.py's own order up to the failure (the D=64 cases, causal and
                   not, then D=128 non-causal: every configuration, cuDNN, flash and Triton),
-                  naming each contender as it is timed and synchronizing after it
+                  naming each contender as it is timed and synchronizing after it (with
+                  --pass-config, every build of the sequence gets it)
 
     python tools/stress_attention.py [--trials 3] [--config 64x64x2x128] [--memcheck]
-                                     [--blocking]
+                                     [--blocking] [--pass-config tl.disable_warp_specialized=1]
 
 ``--memcheck`` runs each sequence under ``compute-sanitizer --tool memcheck`` restricted to the
 tilelang kernels (``main_kernel``), which names the faulting access if the kernel makes one;
 ``--blocking`` sets ``CUDA_LAUNCH_BLOCKING=1``, so that an error is raised by the launch that
-caused it and not by a later synchronize.
+caused it and not by a later synchronize; ``--pass-config KEY=VALUE`` (repeatable) compiles the
+suspect with that pass config, e.g. without warp specialization, to split the hypotheses.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
 import time
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
@@ -39,7 +43,10 @@ SEQUENCES = ("alone", "after-d64", "after-causal", "cold-loop", "bench")
 SHAPE = (8, 16, 4, 4096)  # batch, heads, kv heads, sequence: bench_attention's defaults
 
 
-def _build(dim: int, cfg: str, causal: bool):
+PASS_CONFIGS: dict = {}  # the child's --pass-config settings, for the suspect build only
+
+
+def _build(dim: int, cfg: str, causal: bool, configs: dict | None = None):
     """(kernel, inputs, torch reference) of bench_attention's BSHD fp16 case."""
     import bench_attention as ba
     import tilelang
@@ -47,7 +54,7 @@ def _build(dim: int, cfg: str, causal: bool):
     case, shape = ba.Case("bshd", "float16", dim), ba.Shape(*SHAPE)
     q, k, v = ba.inputs(case, shape)
     kern = tilelang.compile(ba.program(case, shape, causal, ba.config(cfg)), out_idx=[3],
-                            target="cuda")
+                            target="cuda", pass_configs=configs or None)
     return kern, (q, k, v), ba.example_mha_fwd.reference(q, k, v, causal)
 
 
@@ -69,9 +76,12 @@ def run_bench_order() -> None:
 
     ba.interleaved_ms = traced
     shape, tri = ba.Shape(*SHAPE), ba.triton_attention()
-    for dim, causal in ((64, False), (64, True), (128, False)):
-        print(f"case D={dim} causal={causal}", flush=True)
-        ba.bench_case(ba.Case("bshd", "float16", dim), shape, causal, tri)
+    # with --pass-config, every build of the sequence gets it
+    with mock.patch.object(ba.tilelang, "compile",
+                           functools.partial(ba.tilelang.compile, pass_configs=PASS_CONFIGS)):
+        for dim, causal in ((64, False), (64, True), (128, False)):
+            print(f"case D={dim} causal={causal}", flush=True)
+            ba.bench_case(ba.Case("bshd", "float16", dim), shape, causal, tri)
     print("OK")
 
 
@@ -82,7 +92,7 @@ def run_sequence(name: str, cfg: str) -> None:
     if name == "bench":
         return run_bench_order()
     if name == "cold-loop":
-        kern, args, _ = _build(128, cfg, False)
+        kern, args, _ = _build(128, cfg, False, PASS_CONFIGS)
         first, cache = kern(*args), torch.empty(256 * 2**20, dtype=torch.int8, device="cuda")
         differ = 0
         for _ in range(2000):
@@ -99,7 +109,7 @@ def run_sequence(name: str, cfg: str) -> None:
             bench_ms(lambda: kern(*args))
         torch.cuda.synchronize()
         print("timed the build before", flush=True)
-    kern, args, ref = _build(128, cfg, False)
+    kern, args, ref = _build(128, cfg, False, PASS_CONFIGS)
     out = kern(*args)
     torch.cuda.synchronize()
     print(f"checked: max error {float((out.float() - ref.float()).abs().max()):.3g}", flush=True)
@@ -119,8 +129,12 @@ def main(argv=None) -> int:
                    default=["alone", "after-d64", "after-causal", "bench"])
     p.add_argument("--memcheck", action="store_true")
     p.add_argument("--blocking", action="store_true")
+    p.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--run", choices=SEQUENCES, help=argparse.SUPPRESS)  # the child's side
     args = p.parse_args(argv)
+    for item in args.pass_config:
+        key, _, value = item.partition("=")
+        PASS_CONFIGS[key] = int(value) if value.lstrip("-").isdigit() else value
     if args.run:
         run_sequence(args.run, args.config)
         return 0
@@ -128,7 +142,7 @@ def main(argv=None) -> int:
     for trial in range(args.trials):
         for seq in args.sequences:
             cmd = [sys.executable, os.path.abspath(__file__), "--run", seq, "--config",
-                   args.config]
+                   args.config] + [f"--pass-config={c}" for c in args.pass_config]
             if args.memcheck:
                 cmd = ["compute-sanitizer", "--tool", "memcheck", "--kernel-name",
                        "kns=main_kernel", "--print-limit", "5"] + cmd
