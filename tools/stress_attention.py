@@ -42,8 +42,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
 SEQUENCES = ("alone", "after-d64", "after-causal", "cold-loop", "bench")
 SHAPE = (8, 16, 4, 4096)  # batch, heads, kv heads, sequence: bench_attention's defaults
 
-
-PASS_CONFIGS: dict = {}  # the child's --pass-config settings, for the suspect build only
+PASS_CONFIGS: dict = {}  # the child's --pass-config settings: the suspect build, all of "bench"
 
 
 def _build(dim: int, cfg: str, causal: bool, configs: dict | None = None):
