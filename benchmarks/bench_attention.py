@@ -13,7 +13,8 @@ torch reference; target "cuda" is the visible GPU (sm_90a on an H100/H200: the
 warp-specialized TMA + WGMMA path). SDPA gets its native (B, H, S, D) layout
 (enable_gqa for GQA; a backend that refuses it is timed on K/V repeated to H heads, noted in the
 row). FLOPs = 4*B*H*S*S*D with H the query heads, halved when causal. Prints TFLOP/s and ratios
-(ours/X > 1: ours is faster); writes bench_attention.json next to the script (or under $OUT).
+(ours/X > 1: ours is faster); writes bench_attention.json next to the script (or under $OUT)
+after each case, so that the cases done survive a crash of a later one.
 """
 
 from __future__ import annotations
@@ -297,10 +298,13 @@ def main(argv=None):
     for case in cases:
         for causal in causals:
             t0 = time.time()
-            rows.append(bench_case(case, shape, causal, tri, args.rounds, configs))
-            print(f"{case.name} causal={causal}: {time.time() - t0:.0f} s", flush=True)
+            row = bench_case(case, shape, causal, tri, args.rounds, configs)
+            rows.append(row)
+            best = (f"{row['config']} {row['ours']:.1f} TFLOP/s, {row.get('ours/cudnn', 0):.2f}x "
+                    "cuDNN; " if row["ours"] else "")
+            print(f"{case.name} causal={causal}: {best}{time.time() - t0:.0f} s", flush=True)
+            write_json(rows, "bench_attention.json")
             torch.cuda.empty_cache()
-    write_json(rows, "bench_attention.json")
     print(f"B={shape.B} H={shape.H} (GQA: {shape.Hkv} K/V heads) S={shape.S}, TFLOP/s")
     print_table(rows, ["case", "causal", "config", "ours", "cudnn", "ours/cudnn", "flash",
                        "ours/flash", "triton", "ours/triton", "max_err", "note"])
