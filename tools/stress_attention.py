@@ -60,18 +60,23 @@ def _build(dim: int, cfg: str, causal: bool, configs: dict | None = None):
 def run_bench_order() -> None:
     """bench_attention's cases in its order until D=128 non-causal, each contender named."""
     import bench_attention as ba
+    import common
     import torch
-    from common import bench_ms
 
     def traced(contenders: dict, rounds: int):
-        names = list(contenders)
-        runs = {n: [] for n in names}
-        for r in range(rounds):
-            for n in names[r % len(names):] + names[:r % len(names)]:
-                print(f"timing {n}", flush=True)
-                runs[n].append(bench_ms(contenders[n]))
-                torch.cuda.synchronize()
-        return {n: sorted(v)[len(v) // 2] for n, v in runs.items()}, runs
+        """common.interleaved_ms, naming each contender before its timing and synchronizing
+        after it."""
+        name_of = {id(fn): name for name, fn in contenders.items()}
+        bench_ms = common.bench_ms
+
+        def named_bench_ms(fn):
+            print(f"timing {name_of[id(fn)]}", flush=True)
+            ms = bench_ms(fn)
+            torch.cuda.synchronize()
+            return ms
+
+        with mock.patch.object(common, "bench_ms", named_bench_ms):
+            return common.interleaved_ms(contenders, rounds)
 
     ba.interleaved_ms = traced
     shape, tri = ba.Shape(*SHAPE), ba.triton_attention()
