@@ -34,7 +34,9 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
 
 # (block_M, block_N, block_K, threads, num_stages, epilogue): the epilogue stores C from the
 # registers ("r") or through a shared tile ("s"); "pr" and "ps" are the same in a persistent
-# kernel (one block per SM walking the tiles in T.Persistent's grouped order); "cxr", "cxs",
+# kernel (one block per SM walking the tiles in T.Persistent's grouped order), and "pt" is "ps"
+# with the store written as T.tma_copy, its wait for the read of C_s deferred to the next
+# tile's epilogue (the store overlaps that tile's main loop); "cxr", "cxs",
 # "cyr", "cys" in clusters of two blocks along the grid's x (sharing A tiles) or y (sharing
 # B tiles), which the compiler multicasts; "cxyr", "cxys" in 2x2 clusters (A multicast to
 # each row's pair of blocks, B to each column's pair)
@@ -51,11 +53,13 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
            out_dtype=None, blocks=None):
     """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs);
     ``epilogue`` "s" sends C out through a shared tile, as the public TileLang's examples do;
-    "pr"/"ps" make it a persistent kernel of ``blocks`` blocks (default: one per SM)."""
+    "pr"/"ps" make it a persistent kernel of ``blocks`` blocks (default: one per SM), "pt"
+    the same with the store's wait for the read of C_s deferred to the next tile."""
     k_major = dtype.startswith("float8")
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
-    persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith("s")
+    persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith(("s", "t"))
+    deferred_store = epilogue.endswith("t")
     cluster = {"cx": (2, 1, 1), "cy": (1, 2, 1), "cxy": (2, 2, 1)}.get(epilogue[:-1], (1, 1, 1))
 
     @T.macro
@@ -68,7 +72,11 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
             else:
                 T.copy(B[k * bK, bx * bN], B_s)
             T.gemm(A_s, B_s, C_f, transpose_B=k_major)
-        if shared_epilogue:
+        if deferred_store:
+            T.tma_store_wait(0)  # the previous tile's store has read C_s
+            T.copy(C_f, C_s)
+            T.tma_copy(C_s, C[by * bM, bx * bN])
+        elif shared_epilogue:
             T.copy(C_f, C_s)
             T.copy(C_s, C[by * bM, bx * bN])
         else:
@@ -89,6 +97,8 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
                     for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], blocks,
                                                bid, group_size=panel):
                         tile(A, B, C, A_s, B_s, C_f, C_s, bx, by)
+                    if deferred_store:
+                        T.tma_store_wait(0)  # the last tile's store has read C_s
                 else:
                     for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], blocks,
                                                bid, group_size=panel):
@@ -181,7 +191,7 @@ def main(argv=None):
     p.add_argument("--path", choices=("default", "sm80"), default="default")
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGESxEPILOGUE",
                    help="tile configurations to try instead of the built-in list (K is for "
-                        "16-bit types; fp8 tiles take twice the K; epilogue r, s, pr, ps, "
+                        "16-bit types; fp8 tiles take twice the K; epilogue r, s, pr, ps, pt, "
                         "cxr, cxs, cyr, cys, cxyr or cxys)")
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn")

@@ -9,6 +9,7 @@
 #   run(command="bash tools/gpu_check.sh cluster", carry=[".gpu"]) # GEMM, attention: multicast
 #   run(command="bash tools/gpu_check.sh acceptance", carry=[".gpu"])  # headline figures, ~5 min
 #   run(command="bash tools/gpu_check.sh stress", carry=[".gpu"])  # attention launch failure, <10 min
+#   run(command="bash tools/gpu_check.sh persistent", carry=[".gpu"])  # persistent GEMM stores
 # Logs land under $OUT; a short summary is printed last.  Every step runs under `timeout`, since
 # a wrong barrier count hangs the GPU.  If the device tool refuses a call as larger than 64 MiB,
 # `bash tools/repack_gpu_bundle.sh` shrinks the carried TVM library by about 1.5 MB.
@@ -59,6 +60,22 @@ for part in ${1:-tests}; do
       step attention_fp16_d128 200 python3 benchmarks/bench_attention.py --cases bshd-fp16-d128 \
         --configs 128x128x3x256 --rounds 5
       tail -4 "$OUT/attention_fp16_d128.log" ;;
+    persistent)  # the plain GEMM against the persistent one, its store waited at once (ps) or
+                 # deferred to the next tile (pt); racecheck on a small pt of 2 tiles a block
+      step bench_persistent 300 python3 benchmarks/bench_gemm.py --configs 128x256x64x256x4xs \
+        128x256x64x256x3xps 128x256x64x256x3xpt --rounds 5 --no-stage-study
+      grep -E "TFLOP/s \(" "$OUT/bench_persistent.log" | cut -c1-100
+      step racecheck_pt 150 compute-sanitizer --tool racecheck python3 -c "$(cat <<'PY'
+import sys; sys.path.insert(0, "benchmarks")
+import bench_gemm as bg, tilelang, torch
+k = tilelang.compile(bg.matmul(512, 1024, 512, 128, 256, 64, 256, 3, "float16", "pt",
+                               blocks=8), out_idx=[2])
+a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((512, 512), (512, 1024)))
+err = (k(a, b).float() - a.float() @ b.float()).abs().max().item()
+print("pt max error", err); assert err < 0.5
+PY
+)"
+      grep -E "SUMMARY|pt max error|Error" "$OUT/racecheck_pt.log" | tail -3 ;;
     attention)
       step bench_attention 500 python3 benchmarks/bench_attention.py
       tail -14 "$OUT/bench_attention.log" ;;
@@ -87,7 +104,7 @@ for part in ${1:-tests}; do
       nvidia-smi -q -d ECC | grep -iE "volatile|aggregate|uncorr" | head -6
       dmesg 2>&1 | grep -iE "xid" | tail -5 ;;
     *) echo "unknown part $part (tests, sanitize, bench, cluster, attention, study, acceptance,"\
-         "stress)"; exit 2 ;;
+         "stress, persistent)"; exit 2 ;;
   esac
 done
 printf '%s\n' "${summary[@]}"
