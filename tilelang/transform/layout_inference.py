@@ -492,19 +492,22 @@ def infer(body, num_threads: int, target=None) -> tuple[_State, set, _Collect]:
 
 def staging_tiles(body, col: _Collect, st: _State) -> set:
     """Keys of the shared tiles that stage a fragment on its way elsewhere (the destination of
-    a ``T.copy`` from a fragment) and that nothing but ``T.copy`` touches, with no layout of
-    their own: they are stored in the conflict-free sm80 swizzle.  A fragment's rows land 8
-    at a time on one column of the tile, which row-major rows of 128 bytes or more would put
-    on the same banks; the swizzle moves each row's 16-byte chunks to distinct banks and
-    keeps every 16-byte vector whole, so the copies read and write it as they would rows."""
+    a ``T.copy`` from a fragment) and that nothing but ``T.copy`` and TMA stores
+    (``T.tma_copy`` of the tile to global memory) touches, with no layout of their own: they
+    are stored in the conflict-free sm80 swizzle.  A fragment's rows land 8 at a time on one
+    column of the tile, which row-major rows of 128 bytes or more would put on the same banks;
+    the swizzle moves each row's 16-byte chunks to distinct banks and keeps every 16-byte
+    vector whole, so the copies read and write it as they would rows."""
     from ..layout.swizzle import can_swizzle
     from ..ops.copy import Copy
 
     fixed = set(st.user_shared) | set(st.swizzled) | set(st.gmma) | set(st.shared_layouts)
     viewed = {key(t) for _, t in col.shared_views}
-    copies = [(op, stmt) for op, stmt in zip(col.ops, col.op_stmts) if isinstance(op, Copy)]
+    copies = [(op, stmt) for op, stmt in zip(col.ops, col.op_stmts)
+              if isinstance(op, Copy) or _tma_store_of(op) is not None]
     staged = {key(R.buffer_of(op.dst)) for op, _ in copies
-              if is_fragment(R.buffer_of(op.src)) and R.scope_of(op.dst) in SHARED}
+              if isinstance(op, Copy) and is_fragment(R.buffer_of(op.src))
+              and R.scope_of(op.dst) in SHARED}
     out = set()
     for b in col.shared:
         k = key(b)
@@ -518,25 +521,38 @@ def staging_tiles(body, col: _Collect, st: _State) -> set:
     return out
 
 
+def _tma_store_of(op):
+    """The shared tile that ``op`` stores to global memory if it is a ``T.tma_copy`` store,
+    else None."""
+    from ..ops.copy import TmaCopy
+
+    if isinstance(op, TmaCopy) and R.scope_of(op.src) in SHARED and \
+            R.scope_of(op.dst) == "global":
+        return R.buffer_of(op.src)
+    return None
+
+
 def _staging_swizzles(staged: set, col: _Collect, st: _State) -> set:
     """The staging tiles (``staging_tiles``) that take the sm80 swizzle; where TMA is on
     (sm_90+), each tile whose rows a TMA/GMMA swizzle fits takes the widest such swizzle
     instead (in ``st.shared_layouts``): as free of bank conflicts for the fragment's writes,
-    and one that a TMA store reads (``T.copy`` of the tile to global memory)."""
+    and one that a TMA store reads (``T.copy`` of the tile to global memory).  A tile that a
+    ``T.tma_copy`` stores keeps its rows unless a TMA swizzle fits (TMA reads no other)."""
     from ..layout.swizzle import gmma_swizzle_bytes, make_gmma_swizzled_layout
     from ..ops.copy import tma_enabled
 
-    if not tma_enabled(st.target, st.config):
-        return staged
+    tma_stored = {key(b) for b in map(_tma_store_of, col.ops) if b is not None}
+    on = tma_enabled(st.target, st.config)
     out = set()
     for b in col.shared:
         k = key(b)
         if k not in staged:
             continue
-        if gmma_swizzle_bytes(int(b.shape[-1]), b.dtype) is None or int(b.shape[-2]) % 8:
-            out.add(k)
-        else:
+        if on and gmma_swizzle_bytes(int(b.shape[-1]), b.dtype) is not None and \
+                int(b.shape[-2]) % 8 == 0:
             st.shared_layouts[k] = codec.encode(make_gmma_swizzled_layout(b))
+        elif k not in tma_stored:
+            out.add(k)
     return out
 
 

@@ -433,7 +433,11 @@ def _staged_epilogue(extra=None):
                     C_s[i, j] = C_s[i, j] * T.float16(2)
             if extra == "address":
                 T.evaluate(T.address_of(C_s[0, 0]))
-            T.copy(C_s, C)
+            if extra == "tma_store":
+                T.tma_copy(C_s, C)
+                T.tma_store_wait(0)
+            else:
+                T.copy(C_s, C)
 
     return main
 
@@ -448,6 +452,26 @@ def test_a_tile_staging_a_fragment_is_stored_swizzled():
 @pytest.mark.parametrize("extra", ["loop", "address"])
 def test_a_staging_tile_touched_by_more_than_copies_keeps_rows(extra):
     a = allocs(through(_staged_epilogue(extra), LayoutInference))
+    assert "tl.swizzle" not in a["C_s"].annotations
+    assert "tl.shared_layout" not in a["C_s"].annotations
+
+
+def test_a_staging_tile_stored_by_tma_copy_takes_the_tma_swizzle():
+    # an explicit TMA store reads the tile as T.copy's would: the TMA swizzle, not rows with
+    # 8-way bank conflicts on the fragment's writes
+    mod = bind(_staged_epilogue("tma_store"),
+               tvm.target.Target({"kind": "cuda", "arch": "sm_90a"}))
+    a = allocs(LayoutInference()(mod)["main"])
+    assert "tl.shared_layout" in a["C_s"].annotations
+    src = tilelang.compile(_staged_epilogue("tma_store"),
+                           target="cuda -arch=sm_90a").get_kernel_source()
+    body = src.split("main_kernel(")[-1]
+    assert len(re.findall(r"cp_async_bulk_tensor_s2g\w*\(", body)) == 2  # two 64-column boxes
+
+
+def test_a_staging_tile_stored_by_tma_copy_keeps_rows_without_tma():
+    # no sm80 swizzle for it: TMA could not read that one
+    a = allocs(through(_staged_epilogue("tma_store"), LayoutInference))
     assert "tl.swizzle" not in a["C_s"].annotations
     assert "tl.shared_layout" not in a["C_s"].annotations
 
