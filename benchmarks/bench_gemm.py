@@ -26,6 +26,7 @@ from common import bench_ms, interleaved_ms, print_table, write_json  # noqa: E4
 
 import tilelang  # noqa: E402
 import tilelang.language as T  # noqa: E402
+from tilelang.layout.swizzle import make_gmma_swizzled_layout  # noqa: E402
 
 # The pass configs that keep a Hopper GPU on the sm80-class path.
 SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
@@ -36,7 +37,8 @@ SM80_PATH = {tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True,
 # registers ("r") or through a shared tile ("s"); "pr" and "ps" are the same in a persistent
 # kernel (one block per SM walking the tiles in T.Persistent's grouped order), and "pt" is "ps"
 # with the store written as T.tma_copy, its wait for the read of C_s deferred to the next
-# tile's epilogue (the store overlaps that tile's main loop); "cxr", "cxs",
+# tile's epilogue (the store overlaps that tile's main loop), and "ph" is "ps" with a shared
+# tile half as wide, C going out in two halves (so 4 stages of 128x256x64 fit); "cxr", "cxs",
 # "cyr", "cys" in clusters of two blocks along the grid's x (sharing A tiles) or y (sharing
 # B tiles), which the compiler multicasts; "cxyr", "cxys" in 2x2 clusters (A multicast to
 # each row's pair of blocks, B to each column's pair)
@@ -54,12 +56,14 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
     """C = A @ B (A: M x K; B: K x N, or N x K stored K-major for fp8, which wgmma needs);
     ``epilogue`` "s" sends C out through a shared tile, as the public TileLang's examples do;
     "pr"/"ps" make it a persistent kernel of ``blocks`` blocks (default: one per SM), "pt"
-    the same with the store's wait for the read of C_s deferred to the next tile."""
+    the same with the store's wait for the read of C_s deferred to the next tile, "ph" with C
+    sent out in two halves through a shared tile half as wide."""
     k_major = dtype.startswith("float8")
     out_dtype = out_dtype or dtype
     b_shape, bs_shape = ((N, K), (bN, bK)) if k_major else ((K, N), (bK, bN))
-    persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith(("s", "t"))
-    deferred_store = epilogue.endswith("t")
+    persistent, shared_epilogue = epilogue.startswith("p"), epilogue.endswith(("s", "t", "h"))
+    deferred_store, halves = epilogue.endswith("t"), epilogue.endswith("h")
+    cs_shape = (bM, bN // 2) if halves else (bM, bN)
     cluster = {"cx": (2, 1, 1), "cy": (1, 2, 1), "cxy": (2, 2, 1)}.get(epilogue[:-1], (1, 1, 1))
 
     @T.macro
@@ -72,7 +76,12 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
             else:
                 T.copy(B[k * bK, bx * bN], B_s)
             T.gemm(A_s, B_s, C_f, transpose_B=k_major)
-        if deferred_store:
+        if halves:
+            for h in T.unroll(2):
+                for i, j in T.Parallel(bM, bN // 2):
+                    C_s[i, j] = C_f[i, h * (bN // 2) + j]
+                T.copy(C_s, C[by * bM, bx * bN + h * (bN // 2)])
+        elif deferred_store:
             T.tma_store_wait(0)  # the previous tile's store has read C_s
             T.copy(C_f, C_s)
             T.tma_copy(C_s, C[by * bM, bx * bN])
@@ -93,7 +102,9 @@ def matmul(M, N, K, bM, bN, bK, threads, num_stages, dtype, epilogue="r", panel=
                 B_s = T.alloc_shared(bs_shape, dtype)
                 C_f = T.alloc_fragment((bM, bN), "float32")
                 if shared_epilogue:
-                    C_s = T.alloc_shared((bM, bN), out_dtype)
+                    C_s = T.alloc_shared(cs_shape, out_dtype)
+                    if halves:  # the swizzle T.copy's staging tile would get
+                        T.annotate_layout({C_s: make_gmma_swizzled_layout(C_s)})
                     for by, bx in T.Persistent([T.ceildiv(M, bM), T.ceildiv(N, bN)], blocks,
                                                bid, group_size=panel):
                         tile(A, B, C, A_s, B_s, C_f, C_s, bx, by)
@@ -191,7 +202,7 @@ def main(argv=None):
     p.add_argument("--path", choices=("default", "sm80"), default="default")
     p.add_argument("--configs", nargs="+", metavar="MxNxKxTHREADSxSTAGESxEPILOGUE",
                    help="tile configurations to try instead of the built-in list (K is for "
-                        "16-bit types; fp8 tiles take twice the K; epilogue r, s, pr, ps, pt, "
+                        "16-bit types; fp8 tiles take twice the K; epilogue r, s, pr, ps, pt, ph, "
                         "cxr, cxs, cyr, cys, cxyr or cxys)")
     p.add_argument("--rounds", type=int, default=3,
                    help="timing rounds: each round times every contender once, in turn")
