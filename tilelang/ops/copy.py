@@ -308,13 +308,15 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
         return "the tile has a dynamic shape"
     if not issuer_indices and any(_depends_on_data(m) for m in R.mins(op.src)):
         return "the source index depends on loaded data"
-    # the destination must be the whole tile (leading unit dims: a stage of a staged tile)
+    # the shared side (``op.dst``; a store's source) must be the whole tile (leading unit
+    # dims: a stage of a staged tile)
     dshape = [int(x) for x in dst.shape]
     lead = 0
     while lead < len(dext) and dext[lead] == 1 and dshape[lead] != 1:
         lead += 1
     if dext[lead:] != dshape[lead:] or not all(_is_zero(m) for m in R.mins(op.dst)[lead:]):
-        return f"the destination is a part of {dst.name}, not a whole tile"
+        return (f"the shared side is a part of {dst.name}, not the whole tile (a TMA box "
+                "covers a whole shared tile or stage)")
     if R.squeeze(ext) != R.squeeze(dext[lead:]) or ext[-1] != dshape[-1]:
         return "source and destination rows differ"
     an = tvm.sym.Analyzer()

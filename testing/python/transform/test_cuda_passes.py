@@ -469,6 +469,20 @@ def test_a_staging_tile_stored_by_tma_copy_takes_the_tma_swizzle():
     assert len(re.findall(r"cp_async_bulk_tensor_s2g\w*\(", body)) == 2  # two 64-column boxes
 
 
+def test_a_tma_copy_store_of_part_of_a_tile_names_the_shared_side():
+    @T.prim_func
+    def main(C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            C_s = T.alloc_shared((128, 128), "float16")
+            T.fill(C_s, 1.0)
+            T.tma_copy(C_s[0:64, :], C[0:64, :])
+            T.tma_store_wait(0)
+
+    with pytest.raises(LoweringError, match=r"T.tma_copy C_s\[0:64, 0:128\] -> C.*the shared "
+                                            r"side is a part of C_s, not the whole tile"):
+        tilelang.compile(main, target="cuda -arch=sm_90a")
+
+
 def test_a_staging_tile_stored_by_tma_copy_keeps_rows_without_tma():
     # no sm80 swizzle for it: TMA could not read that one
     a = allocs(through(_staged_epilogue("tma_store"), LayoutInference))
