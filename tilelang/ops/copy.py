@@ -660,6 +660,18 @@ def _scope_leader(ctx: LowerContext, scope: int, stmts) -> tirx.Stmt:
     return tirx.IfThenElse(tirx.floormod(rank, scope) == 0, seq(stmts), None)
 
 
+@TmaCopy.lowering("cpu")
+def _tma_copy_cpu(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
+    """A store is the copy itself (its wait then has nothing to wait for); a load has no CPU
+    form, as the barrier that counts its bytes has none."""
+    if op.barrier is not None:
+        raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: a TMA "
+                            "load has no CPU form (its barrier has none); T.copy loads "
+                            "everywhere")
+    return elementwise_copy(Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0,
+                                 disable_tma=True, eviction_policy=""), ctx)
+
+
 @TmaCopy.lowering("cuda")
 def _tma_copy_cuda(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
     from ..ir_utils import seq

@@ -180,6 +180,28 @@ def tma_round_trip(M=128, N=64, bm=64, read=True):
     return main
 
 
+def staged_tma_store(M=256, N=256, K=64, bm=128):
+    """C = A @ B, each block's result going out through a shared tile that stages the
+    accumulator fragment (stored in the TMA swizzle) and an explicit TMA store."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(M // bm, threads=128) as b:
+            A_s = T.alloc_shared((bm, K), "float16")
+            B_s = T.alloc_shared((K, N), "float16")
+            C_f = T.alloc_fragment((bm, N), "float32")
+            C_s = T.alloc_shared((bm, N), "float16")
+            T.copy(A[b * bm, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C_s)
+            T.tma_copy(C_s, C[b * bm, 0])
+            T.tma_store_wait(0)
+
+    return main
+
+
 def multicast_ring(iters=8, slots=4, tile=64, cluster=2, mask=0b11):
     """Each block of a cluster of ``cluster`` blocks copies A[k] out through a ring of
     ``slots`` shared tiles; the blocks of ``mask`` receive the tiles by multicast from the
@@ -336,6 +358,20 @@ def test_tma_store_ptx(read, wait):
 
 
 @needs_nvcc
+def test_staged_fragment_tma_store_ptx():
+    # the staging tile's 512-byte rows go out in four 128-byte-swizzled boxes of 64 columns
+    ptx = _ptx(staged_tma_store(), SM90)
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared::cta") == 4
+    assert "cp.async.bulk.wait_group.read 0" in ptx
+
+
+def test_staged_fragment_tma_store_on_the_cpu():
+    k = tilelang.compile(staged_tma_store(), out_idx=[2], target="cpu")
+    a, b = torch.randn(256, 64).half(), torch.randn(64, 256).half()
+    torch.testing.assert_close(k(a, b), (a.float() @ b.float()).half(), atol=0.1, rtol=1e-2)
+
+
+@needs_nvcc
 def test_per_warp_leaders_ptx():
     src = tilelang.compile(per_warp_rows(), target=SM90).get_kernel_source()
     assert "% 32) == 0" in src or "& 31) == 0" in src
@@ -374,7 +410,8 @@ def test_multicast_arguments():
             with T.ClusterKernel(2, threads=128, cluster_dims=2):
                 S = T.alloc_shared((64, 64), "float16")
                 T.tma_copy(S, A[0, 0], cluster_mask=0b11)
-    with pytest.raises(LoweringError, match="T.tma_copy has no lowering for target llvm"):
+    with pytest.raises(LoweringError, match=r"T.tma_copy A\[k, 0:64, 0:64\] -> S\[slot, .*a "
+                                            r"TMA load has no CPU form"):
         tilelang.compile(multicast_ring(), target="cpu")
 
 
@@ -478,6 +515,15 @@ def test_tma_copy_per_warp_and_store_run():
         k(a, b)
         torch.cuda.synchronize()
         assert torch.equal(b, a + 1)
+
+
+@pytest.mark.gpu
+@_gpu(9)
+def test_staged_fragment_tma_store_runs():
+    k = tilelang.compile(staged_tma_store(), out_idx=[2], target="cuda")
+    a = torch.randn(256, 64, device="cuda").half()
+    b = torch.randn(64, 256, device="cuda").half()
+    torch.testing.assert_close(k(a, b), (a.float() @ b.float()).half(), atol=0.1, rtol=1e-2)
 
 
 @pytest.mark.gpu
