@@ -18,7 +18,9 @@ and keeps the tensor cores busy.  Ops of the same mechanism (the next wgmma into
 accumulator) are ordered by the hardware and need no wait.  Mechanisms whose completion the
 issuing protocol waits for (``Mechanism.protocol_owned``: cp.async groups of a pipeline,
 mbarriers) are left to it.  Across a loop's back edge the regions of iteration ``k`` become
-those of ``k - 1``.  The pass reasons from effects only.  CPU: unchanged.
+those of ``k - 1``.  Groups still in flight at a kernel's end are waited for there (a block's
+shared memory goes away when it exits; a TMA store nobody waited for may still read its tile).
+The pass reasons from effects only.  CPU: unchanged.
 """
 
 from __future__ import annotations
@@ -339,9 +341,26 @@ class _Waits:
         return pre, state
 
 
+def _kernel(k: tirx.Stmt) -> tirx.Stmt:
+    """One kernel's waits; a block's shared memory goes away when it exits, so groups still in
+    flight at its end (a TMA store nobody waited for, still reading its tile) are waited for
+    there, inside the kernel's launch attributes."""
+    body, end = _Waits(_Tiles(k)).stmt(k, {})
+    waits = [tirx.Evaluate(tvm.ir.Call(_waiter(m).op, [tirx.const(0, "int32")], ret_ty="int32"))
+             for m, f in sorted(end.items(), key=lambda mf: mf[0].value) if not f.empty()]
+    if not waits:
+        return body
+
+    def last(s):
+        if isinstance(s, tirx.AttrStmt):
+            return tirx.AttrStmt(s.node, s.attr_key, s.value, last(s.body))
+        return tirx.SeqStmt([s] + waits)
+
+    return last(body)
+
+
 @function_pass("tl.InjectAsyncWaits")
 def InjectAsyncWaits(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if is_cpu(target_of(func)):
         return func
-    return func.with_body(map_kernels(func.body,
-                                      lambda k: _Waits(_Tiles(k)).stmt(k, {})[0]))
+    return func.with_body(map_kernels(func.body, _kernel))

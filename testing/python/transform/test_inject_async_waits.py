@@ -245,3 +245,36 @@ def test_wgmma_gemm_issues_without_waiting_and_has_no_fallback():
     assert names.index("wgmma_commit") + 1 == names.index("wgmma_wait")
     with pytest.raises(LoweringError, match="T.wgmma_gemm.*cannot run as wgmma here: it needs sm_90a"):
         lowered(_wgmma_gemm_kernel(), target="cuda -arch=sm_80")
+
+
+def _stores(wait_at_end: bool):
+    """S goes out by two explicit TMA stores, rewritten between them; with ``wait_at_end`` the
+    program waits after the second itself."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((2, 128, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((128, 64), "float16")
+            T.copy(A, S)
+            T.tma_copy(S, C[0, 0, 0])
+            for i, j in T.Parallel(128, 64):
+                S[i, j] = S[i, j] + T.float16(1)
+            T.tma_copy(S, C[1, 0, 0])
+            if wait_at_end:
+                T.tma_store_wait(0)
+
+    return main
+
+
+@pytest.mark.parametrize("wait_at_end", [False, True])
+def test_a_block_does_not_exit_while_a_tma_store_reads_its_tile(wait_at_end):
+    # the rewrite waits for the first store; the kernel's end for the second, whether or not
+    # the program waits itself (then once, not twice)
+    ops = [(c.op.name.replace("tl.device.", ""), c) for c in _device_calls(lowered(
+        _stores(wait_at_end)).body)]
+    names = [n for n, _ in ops]
+    assert names.count("tma_store_wait") == 2
+    assert names[-1] == "tma_store_wait" and int(ops[-1][1].args[0]) == 0
+    first = names.index("tma_store_wait")
+    assert names.index("tma_store") < first < len(names) - 1 - names[::-1].index("tma_store")
