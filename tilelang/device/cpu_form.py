@@ -2,7 +2,8 @@
 one thread, so an explicit-width load or store is an ordinary one (``memory_access``), ``__ffs``
 is bit arithmetic, and an op that needs the lanes of a warp or the threads of a block to run
 together (votes, shuffles, warp reductions: ``warp``) has no meaning there and is rejected,
-naming the op.  A comparison of two ``bool`` values compares them as ``int8`` (TVM's LLVM code
+naming the op; so is any other device op left once the launch is lowered (a CUDA instruction:
+``T.fence_proxy_async``), naming the op and the user's line.  A comparison of two ``bool`` values compares them as ``int8`` (TVM's LLVM code
 generator emits a float compare for ``bool`` operands, which LLVM rejects)."""
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import tvm
 from tvm import tirx
 
-from ..errors import LoweringError
-from ..ir_utils import map_nodes
+from ..errors import LoweringError, source_location
+from ..ir_utils import find_all, map_nodes
+from .effects import all_device_ops
 from . import memory_access, warp
 
 
@@ -38,6 +40,18 @@ def lower(stmt: tirx.Stmt) -> tirx.Stmt:
 
     return map_nodes(stmt, [(tvm.ir.Call, on_call), (tirx.Evaluate, on_evaluate)]
                      + [(kind, _int8_compare) for kind in _COMPARISONS])
+
+
+def refuse_device_ops(stmt: tirx.Stmt) -> None:
+    """Raise :class:`LoweringError` naming the first device op left in the CPU form ``stmt``
+    of a kernel (one with no CPU meaning) and the user's line."""
+    ops = {d.op for d in all_device_ops().values()}
+    left = find_all(stmt, tvm.ir.Call, lambda c: c.op in ops)
+    if left:
+        at = source_location(left[0].span)
+        raise LoweringError(f"the CPU backend has no form of the device op {left[0].op.name} (a "
+                            "CUDA instruction); compile this kernel for CUDA" +
+                            (f"\n  {at}" if at else ""))
 
 
 _COMPARISONS = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)

@@ -273,22 +273,26 @@ def _tile_swizzle(buf, annotations) -> tuple[int | None, int | None]:
     return getattr(lay, "swizzle_bytes", None), int(getattr(lay, "panel", row))
 
 
-def tma_plan(op: Copy, target, config: dict, dst_annotations,
-             kernel_addressed: frozenset = frozenset(),
-             issuer_indices: bool = False) -> "TmaPlan | str":
-    """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
-    falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
-    the pass configs, the destination tile's layout annotations and the tensors whose address
-    the kernel computes (``tilelang.language.pointer.kernel_addressed``), so every pass that
-    asks gets the same answer.  ``issuer_indices``: the coordinates are those the issuing
-    thread computes (``T.tma_copy``), so they may depend on loaded data."""
-    if not tma_enabled(target, config, op):
-        return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
+def _byte_strides(src) -> list:
+    """The byte strides of ``src``'s dimensions but the innermost, innermost first."""
+    strides, acc = [], tirx.const(loops.elem_bytes(src.dtype), "int64")
+    for d in reversed(src.shape[1:]):
+        acc = acc * tirx.Cast("int64", d)
+        strides.append(acc)
+    return strides
+
+
+def tma_geometry_problem(op: Copy, kernel_addressed: frozenset = frozenset(),
+                         issuer_indices: bool = False) -> "str | None":
+    """Why no TMA move, on any target, can do the global -> shared copy ``op`` (its types, its
+    tensor's shape and strides, the part of the shared tile it covers), or None.  ``op`` is a
+    store's geometry too (:func:`_load_geometry`)."""
     src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
     if R.scope_of(op.src) != "global" or not R.scope_of(op.dst).startswith("shared"):
         return "not a global -> shared copy"
     if src.dtype != dst.dtype:
-        return f"the copy converts {src.dtype} to {dst.dtype}"
+        return (f"{src.name} is {src.dtype} and the shared tile {dst.name} {dst.dtype}; TMA "
+                "moves bytes, it does not convert")
     if src.__chandle__() in kernel_addressed:
         return (f"{src.name}'s address is computed in the kernel; a tensor map is encoded on "
                 "the host before the launch")
@@ -320,14 +324,31 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
     if R.squeeze(ext) != R.squeeze(dext[lead:]) or ext[-1] != dshape[-1]:
         return "source and destination rows differ"
     an = tvm.sym.Analyzer()
-    strides, acc = [], tirx.const(eb, "int64")
-    for d in reversed(src.shape[1:]):
-        acc = acc * tirx.Cast("int64", d)
-        strides.append(acc)
-    for st in strides:
+    for st in _byte_strides(src):
         if not an.can_prove(tirx.floormod(st, 16) == 0):
             return (f"a row stride of {src.name} ({an.simplify(st)} bytes) is not a proven "
                     "multiple of 16 bytes")
+    return None
+
+
+def tma_plan(op: Copy, target, config: dict, dst_annotations,
+             kernel_addressed: frozenset = frozenset(),
+             issuer_indices: bool = False) -> "TmaPlan | str":
+    """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
+    falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
+    the pass configs, the destination tile's layout annotations and the tensors whose address
+    the kernel computes (``tilelang.language.pointer.kernel_addressed``), so every pass that
+    asks gets the same answer.  ``issuer_indices``: the coordinates are those the issuing
+    thread computes (``T.tma_copy``), so they may depend on loaded data."""
+    if not tma_enabled(target, config, op):
+        return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
+    problem = tma_geometry_problem(op, kernel_addressed, issuer_indices)
+    if problem is not None:
+        return problem
+    src, dst = R.buffer_of(op.src), R.buffer_of(op.dst)
+    eb = loops.elem_bytes(src.dtype)
+    ext = [R.as_int(e) for e in R.extents(op.src)]
+    strides = _byte_strides(src)
     sw, panel = _tile_swizzle(dst, dst_annotations)
     if sw is None:
         return f"{dst.name}'s layout is not one TMA can write (no swizzle_bytes)"
@@ -662,12 +683,17 @@ def _scope_leader(ctx: LowerContext, scope: int, stmts) -> tirx.Stmt:
 
 @TmaCopy.lowering("cpu")
 def _tma_copy_cpu(op: TmaCopy, ctx: LowerContext) -> tirx.Stmt:
-    """A store is the copy itself (its wait then has nothing to wait for); a load has no CPU
-    form, as the barrier that counts its bytes has none."""
+    """A store is the copy itself (its wait then has nothing to wait for), refused where no
+    TMA store could do it, as on the GPU; a load has no CPU form, as the barrier that counts
+    its bytes has none."""
     if op.barrier is not None:
         raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: a TMA "
                             "load has no CPU form (its barrier has none); T.copy loads "
                             "everywhere")
+    problem = tma_geometry_problem(_load_geometry(op.span, op.dst, op.src),
+                                   ctx.kernel_addressed, issuer_indices=True)
+    if problem is not None:
+        raise LoweringError(f"T.tma_copy {R.describe(op.src)} -> {R.describe(op.dst)}: {problem}")
     return elementwise_copy(Copy(span=op.span, src=op.src, dst=op.dst, coalesced_width=0,
                                  disable_tma=True, eviction_policy=""), ctx)
 

@@ -18,7 +18,8 @@ and keeps the tensor cores busy.  Ops of the same mechanism (the next wgmma into
 accumulator) are ordered by the hardware and need no wait.  Mechanisms whose completion the
 issuing protocol waits for (``Mechanism.protocol_owned``: cp.async groups of a pipeline,
 mbarriers) are left to it.  Across a loop's back edge the regions of iteration ``k`` become
-those of ``k - 1``.  Groups still in flight at a kernel's end are waited for there (a block's
+those of ``k - 1``.  A wait under an ``if``, or in a loop that may not run, completes nothing
+on the other path: the states after both paths are merged.  Groups still in flight at a kernel's end are waited for there (a block's
 shared memory goes away when it exits; a TMA store nobody waited for may still read its tile).
 The pass reasons from effects only.  CPU: unchanged.
 """
@@ -225,13 +226,16 @@ def _signature(state: dict) -> tuple:
     return tuple(sorted((m.value, f.signature()) for m, f in state.items() if not f.empty()))
 
 
-def _issues(node) -> bool:
-    """Whether ``node`` issues or commits async ops of a tracked mechanism."""
+def _async(node) -> bool:
+    """Whether ``node`` issues, commits or waits for async ops of a tracked mechanism (a
+    statement that does must be walked into: a wait under an ``if`` or in a loop that may not
+    run completes nothing on the other path)."""
     found = []
 
     def on_call(c):
         eff = effect_of(c)
-        if eff is not None and (_tracked(eff.completes_on) or _tracked(eff.commits)):
+        if eff is not None and (_tracked(eff.completes_on) or _tracked(eff.commits) or
+                                (_tracked(eff.waits) and eff.pending_arg is not None)):
             found.append(c)
 
     tvm_ffi.structural_walk(node, (tvm.ir.Call, on_call))
@@ -250,12 +254,14 @@ class _Waits:
                 y, state = self.stmt(x, state)
                 out.append(y)
             return tirx.SeqStmt(out), state
-        if isinstance(s, tirx.For) and _issues(s.body):
+        if isinstance(s, tirx.For) and _async(s.body):
             return self.loop(s, state)
-        if isinstance(s, tirx.AttrStmt) and _issues(s.body):
+        if isinstance(s, tirx.While) and _async(s.body):
+            return self.repeat(s, state)
+        if isinstance(s, tirx.AttrStmt) and _async(s.body):
             body, end = self.stmt(s.body, state)
             return tirx.AttrStmt(s.node, s.attr_key, s.value, body), end
-        if isinstance(s, tirx.IfThenElse) and _issues(s):
+        if isinstance(s, tirx.IfThenElse) and _async(s):
             pre, state = self.wait_for(s.condition, state)
             then, p1 = self.stmt(s.then_case, _copy(state))
             els, p2 = (self.stmt(s.else_case, _copy(state)) if s.else_case is not None
@@ -287,6 +293,24 @@ class _Waits:
         after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
         return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                          s.annotations, s.step), _merge(state, after))
+
+    def repeat(self, s, state):
+        """A ``while`` loop, which may run any number of times: its condition is evaluated in
+        the state before it merged with the state after its body, to a fixpoint (widened if it
+        does not settle), and the loop ends in that state."""
+        entry = _copy(state)
+        for attempt in range(6):
+            pre, at_cond = self.wait_for(s.condition, entry)
+            body, end = self.stmt(s.body, _copy(at_cond))
+            nxt = _merge(state, end)
+            if attempt >= 3:
+                nxt = {m: f.widened() for m, f in nxt.items()}
+            if _signature(nxt) == _signature(entry):
+                break
+            entry = nxt
+        # the condition's waits run before the first evaluation and after every iteration
+        loop = tirx.While(s.condition, tirx.SeqStmt([body] + pre) if pre else body)
+        return (tirx.SeqStmt(pre + [loop]) if pre else loop), at_cond
 
     def apply(self, s, state: dict) -> dict:
         """The state after the async ops, commits and waits of ``s``, in program order."""

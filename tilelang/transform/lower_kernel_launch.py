@@ -237,6 +237,7 @@ def LowerKernelLaunch(func: tirx.PrimFunc) -> tirx.PrimFunc:
     # the CPU runs kernels one after the other: launch dependencies hold already; one thread
     # runs a block, so named barriers among its threads hold already
     body = _CPULaunch()(cpu_form.lower(sync.drop_block_local(launch.drop(func.body))))
+    cpu_form.refuse_device_ops(body)
     if not any(is_buffer_var(p) for p in func.params):
         # TVM takes the device of the host's workspace allocations from the tensor arguments;
         # a kernel of only T.ptr addresses and scalars names the CPU itself

@@ -415,6 +415,54 @@ def test_multicast_arguments():
         tilelang.compile(multicast_ring(), target="cpu")
 
 
+def _bad_store(case: str):
+    """A T.tma_copy store no TMA store can do: one that converts float32 to float16, or one of
+    half the shared tile."""
+    dt = "float32" if case == "converts" else "float16"
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), dt), C: T.Tensor((128, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128, 64), dt)
+            T.copy(A, S)
+            if case == "converts":
+                T.tma_copy(S, C)
+            else:
+                T.tma_copy(S[0:64, :], C[0:64, :])
+            T.tma_store_wait(0)
+
+    return main
+
+
+@pytest.mark.parametrize("target", [SM90, "cpu"])
+@pytest.mark.parametrize("case,match", [
+    ("converts", r"T.tma_copy S -> C: C is float16 and the shared tile S float32; TMA moves "
+                 r"bytes, it does not convert"),
+    ("part", r"T.tma_copy S\[0:64, 0:64\] -> C\[0:64, 0:64\]: the shared side is a part of S, "
+             r"not the whole tile")])
+def test_tma_store_is_refused_alike_on_every_target(case, match, target):
+    # the CPU form refuses what the GPU's would: a program is not correct on one and
+    # impossible on the other
+    with pytest.raises(LoweringError, match=match) as e:
+        tilelang.compile(_bad_store(case), target=target)
+    assert "test_async_copy.py" in str(e.value)  # the user's line
+
+
+def test_a_device_op_on_the_cpu_is_named_with_its_line():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float16"), C: T.Tensor((64,), "float16")):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((64,), "float16")
+            T.copy(A, S)
+            T.fence_proxy_async()
+            T.copy(S, C)
+
+    with pytest.raises(LoweringError, match=r"the CPU backend has no form of the device op "
+                                            r"tl.device.fence_proxy_async") as e:
+        tilelang.compile(main, target="cpu")
+    assert "test_async_copy.py" in str(e.value) and "T.fence_proxy_async()" in str(e.value)
+
+
 def test_cp_async_width_must_be_legal():
     with pytest.raises(DSLError, match="4, 8 or 16 bytes"):
         @T.prim_func

@@ -278,3 +278,62 @@ def test_a_block_does_not_exit_while_a_tma_store_reads_its_tile(wait_at_end):
     assert names[-1] == "tma_store_wait" and int(ops[-1][1].args[0]) == 0
     first = names.index("tma_store_wait")
     assert names.index("tma_store") < first < len(names) - 1 - names[::-1].index("tma_store")
+
+
+def _guarded_waits(guard: str):
+    """Two explicit TMA stores of S, rewritten between them; after each the program waits only
+    under ``guard``: ``if`` (block 0 only) or ``while`` (a loop that runs ``n`` times, maybe
+    none)."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((2, 4, 128, 64), "float16"),
+             n: T.int32):
+        with T.Kernel(4, threads=128) as bx:
+            S = T.alloc_shared((128, 64), "float16")
+            i = T.alloc_var("int32")
+            T.copy(A, S)
+            T.tma_copy(S, C[0, bx, 0, 0])
+            if guard == "if":
+                if bx == 0:
+                    T.tma_store_wait(0)
+            else:
+                i = 0
+                while i < n:
+                    T.tma_store_wait(0)
+                    i = i + 1
+            for r, c in T.Parallel(128, 64):
+                S[r, c] = S[r, c] + T.float16(1)
+            T.tma_copy(S, C[1, bx, 0, 0])
+            if guard == "if":
+                if bx == 0:
+                    T.tma_store_wait(0)
+
+    return main
+
+
+@pytest.mark.parametrize("guard", ["if", "while"])
+def test_a_wait_that_may_not_run_does_not_count(guard):
+    # a wait under an `if` or in a loop that may not run leaves the store in flight on the
+    # other path: the rewrite of S still waits, and so does the kernel's end
+    body = lowered(_guarded_waits(guard)).body
+    unguarded = []
+
+    def walk(s, guarded):
+        if isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                walk(x, guarded)
+        elif isinstance(s, tirx.IfThenElse):
+            walk(s.then_case, True)
+            if s.else_case is not None:
+                walk(s.else_case, True)
+        elif isinstance(s, (tirx.For, tirx.While)):
+            walk(s.body, guarded or isinstance(s, tirx.While))
+        elif isinstance(s, tirx.AttrStmt):
+            walk(s.body, guarded)
+        elif isinstance(s, tirx.Evaluate) and isinstance(s.value, tvm.ir.Call) and \
+                s.value.op.name == "tl.device.tma_store_wait" and not guarded:
+            unguarded.append(int(s.value.args[0]))
+
+    walk(body, False)
+    assert unguarded == [0, 0]  # before the rewrite, and at the end
