@@ -242,6 +242,21 @@ def _async(node) -> bool:
     return bool(found)
 
 
+def _fixpoint(state: dict, iterate):
+    """Run ``iterate(entry) -> (result, next entry)`` from ``state`` until the entry state
+    settles, widening it (every group one, whole tiles) after a few rounds so that it does;
+    the last result."""
+    entry = _copy(state)
+    for attempt in range(6):
+        result, nxt = iterate(entry)
+        if attempt >= 3:
+            nxt = {m: f.widened() for m, f in nxt.items()}
+        if _signature(nxt) == _signature(entry):
+            break
+        entry = nxt
+    return result
+
+
 class _Waits:
     def __init__(self, tiles: _Tiles):
         self.tiles = tiles
@@ -275,20 +290,15 @@ class _Waits:
 
     def loop(self, s, state):
         """A loop: its entry state is the state before it merged with the state at the end of
-        an iteration, seen from the next one (slot ``k`` becomes ``k - 1``), to a fixpoint;
-        widened (every group one, whole tiles) if it does not settle."""
+        an iteration, seen from the next one (slot ``k`` becomes ``k - 1``), to a fixpoint."""
         v = s.loop_var
-        back = lambda st: {m: f.map(lambda r: r.shifted(v, v - 1))  # noqa: E731
-                           for m, f in st.items()}
-        entry = _copy(state)
-        for attempt in range(6):
+
+        def iterate(entry):
             body, end = self.stmt(s.body, _copy(entry))
-            nxt = _merge(state, back(end))
-            if attempt >= 3:
-                nxt = {m: f.widened() for m, f in nxt.items()}
-            if _signature(nxt) == _signature(entry):
-                break
-            entry = nxt
+            back = {m: f.map(lambda r: r.shifted(v, v - 1)) for m, f in end.items()}
+            return (body, end), _merge(state, back)
+
+        body, end = _fixpoint(state, iterate)
         last = s.min + s.extent - 1
         after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
         return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
@@ -296,18 +306,14 @@ class _Waits:
 
     def repeat(self, s, state):
         """A ``while`` loop, which may run any number of times: its condition is evaluated in
-        the state before it merged with the state after its body, to a fixpoint (widened if it
-        does not settle), and the loop ends in that state."""
-        entry = _copy(state)
-        for attempt in range(6):
+        the state before it merged with the state after its body, to a fixpoint, and the loop
+        ends in that state."""
+        def iterate(entry):
             pre, at_cond = self.wait_for(s.condition, entry)
             body, end = self.stmt(s.body, _copy(at_cond))
-            nxt = _merge(state, end)
-            if attempt >= 3:
-                nxt = {m: f.widened() for m, f in nxt.items()}
-            if _signature(nxt) == _signature(entry):
-                break
-            entry = nxt
+            return (pre, body, at_cond), _merge(state, end)
+
+        pre, body, at_cond = _fixpoint(state, iterate)
         # the condition's waits run before the first evaluation and after every iteration
         loop = tirx.While(s.condition, tirx.SeqStmt([body] + pre) if pre else body)
         return (tirx.SeqStmt(pre + [loop]) if pre else loop), at_cond
