@@ -1,10 +1,11 @@
-"""The CPU meaning of device ops written by the user: the CPU backend runs a whole block on
-one thread, so an explicit-width load or store is an ordinary one (``memory_access``), ``__ffs``
-is bit arithmetic, and an op that needs the lanes of a warp or the threads of a block to run
+"""The CPU meaning of device ops written by the user: the CPU backend runs a whole block on one
+thread, so an explicit-width load or store is an ordinary one (``memory_access``), ``__ffs`` is
+bit arithmetic, and an op that needs the lanes of a warp or the threads of a block to run
 together (votes, shuffles, warp reductions: ``warp``) has no meaning there and is rejected,
 naming the op; so is any other device op left once the launch is lowered (a CUDA instruction:
-``T.fence_proxy_async``), naming the op and the user's line.  A comparison of two ``bool`` values compares them as ``int8`` (TVM's LLVM code
-generator emits a float compare for ``bool`` operands, which LLVM rejects)."""
+``T.fence_proxy_async``), naming the op and the user's line. A comparison of two ``bool`` values
+compares them as ``int8`` (TVM's LLVM code generator emits a float compare for ``bool``
+operands, which LLVM rejects)."""
 
 from __future__ import annotations
 

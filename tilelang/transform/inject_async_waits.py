@@ -18,10 +18,12 @@ and keeps the tensor cores busy.  Ops of the same mechanism (the next wgmma into
 accumulator) are ordered by the hardware and need no wait.  Mechanisms whose completion the
 issuing protocol waits for (``Mechanism.protocol_owned``: cp.async groups of a pipeline,
 mbarriers) are left to it.  Across a loop's back edge the regions of iteration ``k`` become
-those of ``k - 1``.  A wait under an ``if``, or in a loop that may not run, completes nothing
-on the other path: the states after both paths are merged.  Groups still in flight at a kernel's end are waited for there (a block's
-shared memory goes away when it exits; a TMA store nobody waited for may still read its tile).
-The pass reasons from effects only.  CPU: unchanged.
+those of ``k - 1``. A wait under an ``if``, or in a loop that may not run, completes nothing on
+the other path: the states after both paths are merged; so are the states at a loop's ``break``
+(after the loop) and ``continue`` (at its back edge). A view of a tile (``T.view``,
+``T.reshape``) is the tile. Groups still in flight at a kernel's end are waited for there (a
+block's shared memory goes away when it exits; a TMA store nobody waited for may still read its
+tile). The pass reasons from effects only. CPU: unchanged.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tvm.sym import Analyzer
 from ..device.effects import all_device_ops, effect_of
 from ..engine.target import is_cpu
 from ..ir_utils import map_kernels, substitute
+from ..language.view import views_of_tiles
 from .passes import function_pass, target_of
 
 # Annotation of a staged tile's allocation (``InjectSoftwarePipeline``): the ring depth of its
@@ -118,12 +121,17 @@ class _Tiles:
                 self.ring[_key(a.buffer)] = int(a.annotations[STAGED])
 
         tvm_ffi.structural_walk(body, (tirx.AllocBuffer, on_alloc))
+        self.tile_of: dict = {}  # the key of a view -> its tile's
+        for view, tile in views_of_tiles(body):
+            self.tile_of[_key(view)] = self.tile_of.get(_key(tile), _key(tile))
 
     def region(self, buf, indices) -> Region:
+        """A view of a tile (``T.view``, ``T.reshape``) names the tile (all of it, for a view
+        of a staged tile)."""
         ring = self.ring.get(_key(buf))
         if ring and indices:
             return Region(_key(buf), indices[0], ring)
-        return Region(_key(buf))
+        return Region(self.tile_of.get(_key(buf), _key(buf)))
 
     def addressed(self, call, positions) -> set:
         """Regions of the ``address_of(tile[...])`` arguments at ``positions`` (also inside a
@@ -257,9 +265,55 @@ def _fixpoint(state: dict, iterate):
     return result
 
 
+_JUMPS = {"break": tvm.ir.Op.get("tirx.break_loop"),
+          "continue": tvm.ir.Op.get("tirx.continue_loop")}
+
+
+def _jump(s) -> "str | None":
+    """``"break"`` or ``"continue"`` when ``s`` is that statement."""
+    if isinstance(s, tirx.Evaluate) and isinstance(s.value, tvm.ir.Call):
+        return next((k for k, op in _JUMPS.items() if s.value.op.same_as(op)), None)
+    return None
+
+
+def _jumps(node) -> bool:
+    """Whether ``node`` holds a ``break`` or ``continue``."""
+    found = []
+    tvm_ffi.structural_walk(node, (tirx.Evaluate, lambda e: found.append(e) if _jump(e) else None))
+    return bool(found)
+
+
+def _whole(states: list) -> list:
+    """``states`` with every region a whole tile, in one group."""
+    return [{m: f.widened() for m, f in st.items()} for st in states]
+
+
+def _merged(states: list) -> dict:
+    """The state after any of several paths."""
+    out = states[0]
+    for st in states[1:]:
+        out = _merge(out, st)
+    return out
+
+
 class _Waits:
     def __init__(self, tiles: _Tiles):
         self.tiles = tiles
+        # per enclosing loop walked here: the states at its breaks and continues
+        self.frames: list[dict] = []
+
+    def walked(self, node) -> bool:
+        """Whether a compound statement must be walked into: it issues, commits or waits, or
+        it leaves an enclosing walked loop early."""
+        return _async(node) or (bool(self.frames) and _jumps(node))
+
+    def frame(self, body, entry: dict):
+        """(rewritten ``body`` of a loop, the state at the end of an iteration (continues
+        included), the states at its breaks)."""
+        self.frames.append({"break": [], "continue": []})
+        body, end = self.stmt(body, _copy(entry))
+        jumps = self.frames.pop()
+        return body, _merged([end] + jumps["continue"]), jumps["break"]
 
     def stmt(self, s, state: dict):
         """(rewritten ``s``, the state after it)."""
@@ -269,14 +323,18 @@ class _Waits:
                 y, state = self.stmt(x, state)
                 out.append(y)
             return tirx.SeqStmt(out), state
+        kind = _jump(s)
+        if kind is not None and self.frames:
+            self.frames[-1][kind].append(_copy(state))
+            return s, state
         if isinstance(s, tirx.For) and _async(s.body):
             return self.loop(s, state)
         if isinstance(s, tirx.While) and _async(s.body):
             return self.repeat(s, state)
-        if isinstance(s, tirx.AttrStmt) and _async(s.body):
+        if isinstance(s, tirx.AttrStmt) and self.walked(s.body):
             body, end = self.stmt(s.body, state)
             return tirx.AttrStmt(s.node, s.attr_key, s.value, body), end
-        if isinstance(s, tirx.IfThenElse) and _async(s):
+        if isinstance(s, tirx.IfThenElse) and self.walked(s):
             pre, state = self.wait_for(s.condition, state)
             then, p1 = self.stmt(s.then_case, _copy(state))
             els, p2 = (self.stmt(s.else_case, _copy(state)) if s.else_case is not None
@@ -290,33 +348,35 @@ class _Waits:
 
     def loop(self, s, state):
         """A loop: its entry state is the state before it merged with the state at the end of
-        an iteration, seen from the next one (slot ``k`` becomes ``k - 1``), to a fixpoint."""
+        an iteration (or at a ``continue``), seen from the next one (slot ``k`` becomes
+        ``k - 1``), to a fixpoint; it ends in the state before it (no iteration), after the
+        last iteration, or at a ``break`` (whole tiles: the iteration is unknown)."""
         v = s.loop_var
 
         def iterate(entry):
-            body, end = self.stmt(s.body, _copy(entry))
+            body, end, breaks = self.frame(s.body, entry)
             back = {m: f.map(lambda r: r.shifted(v, v - 1)) for m, f in end.items()}
-            return (body, end), _merge(state, back)
+            return (body, end, breaks), _merge(state, back)
 
-        body, end = _fixpoint(state, iterate)
+        body, end, breaks = _fixpoint(state, iterate)
         last = s.min + s.extent - 1
         after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
         return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                         s.annotations, s.step), _merge(state, after))
+                         s.annotations, s.step), _merged([state, after] + _whole(breaks)))
 
     def repeat(self, s, state):
         """A ``while`` loop, which may run any number of times: its condition is evaluated in
-        the state before it merged with the state after its body, to a fixpoint, and the loop
-        ends in that state."""
+        the state before it merged with the state after its body (or at a ``continue``), to a
+        fixpoint, and the loop ends in that state or at a ``break``."""
         def iterate(entry):
             pre, at_cond = self.wait_for(s.condition, entry)
-            body, end = self.stmt(s.body, _copy(at_cond))
-            return (pre, body, at_cond), _merge(state, end)
+            body, end, breaks = self.frame(s.body, at_cond)
+            return (pre, body, at_cond, breaks), _merge(state, end)
 
-        pre, body, at_cond = _fixpoint(state, iterate)
+        pre, body, at_cond, breaks = _fixpoint(state, iterate)
         # the condition's waits run before the first evaluation and after every iteration
         loop = tirx.While(s.condition, tirx.SeqStmt([body] + pre) if pre else body)
-        return (tirx.SeqStmt(pre + [loop]) if pre else loop), at_cond
+        return (tirx.SeqStmt(pre + [loop]) if pre else loop), _merged([at_cond] + breaks)
 
     def apply(self, s, state: dict) -> dict:
         """The state after the async ops, commits and waits of ``s``, in program order."""

@@ -22,7 +22,8 @@ per tile (not per element), so it errs towards more barriers.  Barriers are only
 code uniform over the group: never inside per-thread loops or under other conditions on the
 thread index.  Accesses are read from loads/stores and from the declared effects of device
 ops: the writes of an op that completes asynchronously (cp.async) are left to the protocol
-that issued it (its reads, such as a TMA store's of its tile, count), an op with a barrier
+that issued it (its reads, such as a TMA store's of its tile, count, and last until a wait on
+its mechanism, which counts as a read of every tile such ops read), an op with a barrier
 at entry (a cross-warp all-reduce) needs none before it, and a barrier op ends the hazards
 of its group.  CPU: unchanged.
 """
@@ -71,12 +72,33 @@ def _contains_barrier(stmt) -> bool:
     return bool(hit)
 
 
-def _rw(stmt, aliases: dict | None = None) -> tuple[set, set, bool]:
+def _async_reads(kernel) -> dict:
+    """mechanism -> the shared tiles that ops completing on it read (a TMA store's tile, a
+    wgmma's operands) anywhere in ``kernel``."""
+    out: dict = {}
+
+    def on_call(c):
+        eff = effect_of(c)
+        if eff is not None and eff.completes_on is not None:
+            for acc in eff.accesses:
+                if not acc.write:
+                    out.setdefault(eff.completes_on, set()).update(
+                        _key(b) for b in accessed_buffers(c, acc) if b.scope() in SHARED)
+
+    tvm_ffi.structural_walk(kernel, (tvm.ir.Call, on_call))
+    return out
+
+
+def _rw(stmt, aliases: dict | None = None,
+        async_reads: dict | None = None) -> tuple[set, set, bool]:
     """Shared tiles ``stmt`` reads and writes, and whether it synchronizes its group at
     entry (a device op that does so before its own accesses).  An asynchronous write counts
     when ``stmt`` also waits on the mechanism it completes on (a TMA load waited for in the
     same code): from the wait on, the tile holds data that other threads may need; a write
-    whose wait lies elsewhere belongs to the pipeline protocol that issued it."""
+    whose wait lies elsewhere belongs to the pipeline protocol that issued it.  An
+    asynchronous read lasts until the wait on its mechanism: the wait counts as a read of
+    every tile such ops read (``async_reads``), so a later write by another thread waits for
+    the barrier after it, not just for one after the issue."""
     reads, writes, entry = set(), set(), []
     pending: dict = {}  # mechanism -> shared tiles written asynchronously
     waited: set = set()
@@ -95,6 +117,7 @@ def _rw(stmt, aliases: dict | None = None) -> tuple[set, set, bool]:
             return None
         if eff.waits is not None:
             waited.add(eff.waits)
+            reads.update((async_reads or {}).get(eff.waits, ()))
         if eff.completes_on is not None:
             # its writes are published by the wait on its mechanism (below), or by the protocol
             # that issued it; its reads (a TMA store's of its tile) start after it is issued,
@@ -167,9 +190,11 @@ class _State:
 
 
 class _Sync:
-    def __init__(self, tx, block: ThreadGroup, aliases: dict | None = None):
+    def __init__(self, tx, block: ThreadGroup, aliases: dict | None = None,
+                 async_reads: dict | None = None):
         self.tx = tx
         self.aliases = aliases  # view key -> key of the tile it is the bytes of
+        self.async_reads = async_reads  # mechanism -> tiles its ops read (``_async_reads``)
         self.block = block
         self.ids = BarrierIds(block)
         self.group = block  # the group running the code being analysed
@@ -216,7 +241,7 @@ class _Sync:
                 body, end = self.stmt(s.body, st.union(end.without_origins()))
                 return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                                  s.annotations, s.step), st.union(end))
-        r, w, entry = _rw(s, self.aliases)
+        r, w, entry = _rw(s, self.aliases, self.async_reads)
         if entry:
             st = _State()
         elif st.conflicts(r, w):
@@ -266,7 +291,7 @@ class _Sync:
             body, _ = self.stmt(cond.then_case, _State())
         finally:
             self.group = old
-        r, w, _ = _rw(cond.then_case, self.aliases)
+        r, w, _ = _rw(cond.then_case, self.aliases, self.async_reads)
         return (tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
                               tirx.IfThenElse(cond.condition, body, cond.else_case)), (r, w))
 
@@ -354,7 +379,8 @@ def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     def one(kernel):  # each T.Kernel synchronizes its own block
         tx, ext = thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
-        body, _ = _Sync(tx, block, planned_views(kernel)).stmt(kernel, _State())
+        body, _ = _Sync(tx, block, planned_views(kernel), _async_reads(kernel)).stmt(
+            kernel, _State())
         return body
 
     return func.with_body(map_kernels(func.body, one))

@@ -337,3 +337,96 @@ def test_a_wait_that_may_not_run_does_not_count(guard):
 
     walk(body, False)
     assert unguarded == [0, 0]  # before the rewrite, and at the end
+
+
+def _two_tiles_stored_in_turn():
+    """A loop writes S0 and stores it, then S1 and stores it; the store of S0 of one
+    iteration may still read it when the next one writes it again."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((64, 128, 64), "float16"),
+             n: T.int32):
+        with T.Kernel(1, threads=128):
+            S0 = T.alloc_shared((128, 64), "float16")
+            S1 = T.alloc_shared((128, 64), "float16")
+            for t in T.serial(n):
+                for i, j in T.Parallel(128, 64):
+                    S0[i, j] = A[i, j] + T.float16(1)
+                T.tma_copy(S0, C[2 * t, 0, 0])
+                for i, j in T.Parallel(128, 64):
+                    S1[i, j] = A[i, j] - T.float16(1)
+                T.tma_copy(S1, C[2 * t + 1, 0, 0])
+
+    return main
+
+
+def test_threads_write_a_tile_only_after_the_wait_for_its_store():
+    # the leader waits for the store's read of S0; the other threads may write S0 only after
+    # a barrier behind that wait (the barrier between the two stores of the previous
+    # iteration came before the read ended)
+    src = tilelang.compile(_two_tiles_stored_in_turn(), target=SM90).get_kernel_source()
+    body = src[src.index("for (int t = 0"):]
+    wait = body.index("wait_group_read")
+    first_write = body.index("= (A_ptr[")
+    assert wait < first_write and "__syncthreads();" in body[wait:first_write]
+
+
+def test_a_write_through_a_view_waits_for_the_store_of_its_tile():
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((2, 128, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128, 64), "float16")
+            S_v = T.reshape(S, (64, 128))
+            T.copy(A, S)
+            T.tma_copy(S, C[0, 0, 0])
+            for i, j in T.Parallel(64, 128):
+                S_v[i, j] = T.float16(7)
+            T.tma_copy(S, C[1, 0, 0])
+
+    names = [c.op.name.replace("tl.device.", "") for c in _device_calls(lowered(main).body)]
+    first_store = names.index("tma_store")
+    second_store = len(names) - 1 - names[::-1].index("tma_store")
+    assert "tma_store_wait" in names[first_store:second_store]
+
+
+def _leaves_early(jump: str):
+    """A loop stores S and waits for it at the end of its body, but may leave the iteration
+    first (``break`` or ``continue``); S is rewritten after the loop."""
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((8, 128, 64), "float16"),
+             m: T.int32):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128, 64), "float16")
+            for t in T.serial(8):
+                T.copy(A, S)
+                T.tma_copy(S, C[t, 0, 0])
+                if t == m:
+                    if jump == "break":
+                        break
+                    else:
+                        continue
+                T.tma_store_wait(0)
+            for i, j in T.Parallel(128, 64):
+                S[i, j] = T.float16(1)
+            T.tma_copy(S, C[0, 0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("jump", ["break", "continue"])
+def test_a_loop_left_early_still_waits_for_its_store(jump):
+    # the path through the jump skips the loop's own wait: the rewrite of S after the loop
+    # (and, after a continue, the next iteration's load into S) waits for the store
+    calls = _device_calls(lowered(_leaves_early(jump)).body)
+    names = [c.op.name.replace("tl.device.", "") for c in calls]
+    last_store = len(names) - 1 - names[::-1].index("tma_store")
+    loop_store = names.index("tma_store")
+    between = names[loop_store:last_store]
+    assert between.count("tma_store_wait") >= 2  # the loop's own, and one after the loop
+    if jump == "continue":
+        assert names.index("tma_store_wait") < names.index("tma_load")  # before the load
