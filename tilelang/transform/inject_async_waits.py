@@ -60,6 +60,12 @@ def _waiter(mechanism):
     return None
 
 
+def _wait(mechanism, pending: int) -> tirx.Stmt:
+    """Wait until at most ``pending`` closed groups of ``mechanism`` are in flight."""
+    return tirx.Evaluate(tvm.ir.Call(_waiter(mechanism).op, [tirx.const(pending, "int32")],
+                                     ret_ty="int32"))
+
+
 def _tracked(mechanism) -> bool:
     """Whether this pass waits for ``mechanism``: it has a group wait, and no protocol of its
     own waits for it."""
@@ -258,7 +264,7 @@ def _fixpoint(state: dict, iterate):
     for attempt in range(6):
         result, nxt = iterate(entry)
         if attempt >= 3:
-            nxt = {m: f.widened() for m, f in nxt.items()}
+            nxt = _widened(nxt)
         if _signature(nxt) == _signature(entry):
             break
         entry = nxt
@@ -283,9 +289,9 @@ def _jumps(node) -> bool:
     return bool(found)
 
 
-def _whole(states: list) -> list:
-    """``states`` with every region a whole tile, in one group."""
-    return [{m: f.widened() for m, f in st.items()} for st in states]
+def _widened(state: dict) -> dict:
+    """``state`` with every region a whole tile, in one group: waits at least as long."""
+    return {m: f.widened() for m, f in state.items()}
 
 
 def _merged(states: list) -> dict:
@@ -361,8 +367,9 @@ class _Waits:
         body, end, breaks = _fixpoint(state, iterate)
         last = s.min + s.extent - 1
         after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
+        exits = [state, after] + [_widened(b) for b in breaks]
         return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                         s.annotations, s.step), _merged([state, after] + _whole(breaks)))
+                         s.annotations, s.step), _merged(exits))
 
     def repeat(self, s, state):
         """A ``while`` loop, which may run any number of times: its condition is evaluated in
@@ -425,9 +432,7 @@ class _Waits:
                     continue
                 pending = len(f.closed) - 1 - newest
                 f.closed = f.closed[newest + 1:]
-            w = _waiter(mech)
-            pre.append(tirx.Evaluate(tvm.ir.Call(w.op, [tirx.const(pending, "int32")],
-                                                 ret_ty="int32")))
+            pre.append(_wait(mech, pending))
         return pre, state
 
 
@@ -436,8 +441,8 @@ def _kernel(k: tirx.Stmt) -> tirx.Stmt:
     flight at its end (a TMA store nobody waited for, still reading its tile) are waited for
     there, inside the kernel's launch attributes."""
     body, end = _Waits(_Tiles(k)).stmt(k, {})
-    waits = [tirx.Evaluate(tvm.ir.Call(_waiter(m).op, [tirx.const(0, "int32")], ret_ty="int32"))
-             for m, f in sorted(end.items(), key=lambda mf: mf[0].value) if not f.empty()]
+    waits = [_wait(m, 0) for m, f in sorted(end.items(), key=lambda mf: mf[0].value)
+             if not f.empty()]
     if not waits:
         return body
 
