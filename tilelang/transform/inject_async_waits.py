@@ -20,7 +20,12 @@ issuing protocol waits for (``Mechanism.protocol_owned``: cp.async groups of a p
 mbarriers) are left to it.  Across a loop's back edge the regions of iteration ``k`` become
 those of ``k - 1``. A wait under an ``if``, or in a loop that may not run, completes nothing on
 the other path: the states after both paths are merged; so are the states at a loop's ``break``
-(after the loop) and ``continue`` (at its back edge). A view of a tile (``T.view``,
+(after the loop) and ``continue`` (at its back edge). Groups belong to the thread that issued
+them, and a branch on the thread index alone (``tx == 0``) sends each thread the same way
+every time: such a branch splits the threads into classes whose states are never merged, so
+the leader's groups are not lined up with the other threads' (none), and a wait only the
+leader runs counts for it. A wait ``pending = N`` with fewer than ``N`` groups in flight
+completes none. A view of a tile (``T.view``,
 ``T.reshape``) is the tile. Groups still in flight at a kernel's end are waited for there (a
 block's shared memory goes away when it exits; a TMA store nobody waited for may still read its
 tile). The pass reasons from effects only. CPU: unchanged.
@@ -30,6 +35,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -37,8 +44,9 @@ from tvm.sym import Analyzer
 
 from ..device.effects import all_device_ops, effect_of
 from ..engine.target import is_cpu
-from ..ir_utils import map_kernels, substitute
+from ..ir_utils import map_kernels, substitute, thread_extent
 from ..language.view import views_of_tiles
+from ..utils.np_eval import NotEvaluable, np_eval
 from .passes import function_pass, target_of
 
 # Annotation of a staged tile's allocation (``InjectSoftwarePipeline``): the ring depth of its
@@ -220,10 +228,10 @@ class _Flight:
                 tuple(sorted(r.text() for r in self.open)))
 
 
-def _merge(a: dict, b: dict) -> dict:
-    """The state after either of two paths: groups aligned from the newest."""
+def _merge_flights(a: dict, b: dict) -> dict:
+    """The groups in flight after either of two paths of one thread: aligned from the newest."""
     out = {}
-    for m in set(a) | set(b):
+    for m in list(a) + [m for m in b if m not in a]:
         x, y = a.get(m, _Flight()), b.get(m, _Flight())
         n = max(len(x.closed), len(y.closed))
         xs = [set()] * (n - len(x.closed)) + x.closed
@@ -232,12 +240,35 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+# A state: for each class of threads that may be here (the key: the class's threads, packed
+# bits of ``threadIdx.x``; ``b""`` when the threads are unknown), its groups in flight
+# (mechanism -> ``_Flight``).  Groups belong to the thread that issued them, and a branch on
+# the thread index alone sends each thread the same way every time: so the paths of different
+# threads are kept apart, and only paths the same thread may take are merged.
+_MAX_CLASSES = 8
+
+
+def _merge(a: dict, b: dict) -> dict:
+    """The state after either of two paths."""
+    out = {k: dict(v) for k, v in a.items()}
+    for k, v in b.items():
+        out[k] = _merge_flights(out[k], v) if k in out else dict(v)
+    return out
+
+
 def _copy(state: dict) -> dict:
-    return {m: f.copy() for m, f in state.items()}
+    return {k: {m: f.copy() for m, f in flights.items()} for k, flights in state.items()}
+
+
+def _mapped(state: dict, fn) -> dict:
+    """``state`` with ``fn`` applied to every region."""
+    return {k: {m: f.map(fn) for m, f in flights.items()} for k, flights in state.items()}
 
 
 def _signature(state: dict) -> tuple:
-    return tuple(sorted((m.value, f.signature()) for m, f in state.items() if not f.empty()))
+    return tuple(sorted(
+        (k, tuple(sorted((m.value, f.signature()) for m, f in flights.items() if not f.empty())))
+        for k, flights in state.items()))
 
 
 def _async(node) -> bool:
@@ -291,7 +322,7 @@ def _jumps(node) -> bool:
 
 def _widened(state: dict) -> dict:
     """``state`` with every region a whole tile, in one group: waits at least as long."""
-    return {m: f.widened() for m, f in state.items()}
+    return {k: {m: f.widened() for m, f in flights.items()} for k, flights in state.items()}
 
 
 def _merged(states: list) -> dict:
@@ -303,10 +334,51 @@ def _merged(states: list) -> dict:
 
 
 class _Waits:
-    def __init__(self, tiles: _Tiles):
+    def __init__(self, tiles: _Tiles, tx=None, threads: int | None = None):
         self.tiles = tiles
         # per enclosing loop walked here: the states at its breaks and continues
         self.frames: list[dict] = []
+        # ``threadIdx.x`` and the values of variables bound to functions of it, per thread
+        self.env: dict = {} if tx is None else {_key(tx): np.arange(threads)}
+        self.everyone = b"" if tx is None else np.packbits(np.ones(threads, bool)).tobytes()
+        self.threads = threads or 0
+
+    def start(self) -> dict:
+        """The state at a kernel's start: every thread, nothing in flight."""
+        return {self.everyone: {}}
+
+    def threads_taking(self, cond):
+        """Which threads take ``cond``, when it depends on the thread index alone (else
+        ``None``)."""
+        if not self.env:
+            return None
+        try:
+            taken = np_eval(cond, self.env)
+        except NotEvaluable:
+            return None
+        return np.broadcast_to(np.asarray(taken, dtype=bool), (self.threads,))
+
+    def split(self, state: dict, taken) -> tuple:
+        """(the classes of ``state`` restricted to the threads that take a branch, to the
+        threads that do not)."""
+        sides = ({}, {})
+        for k, flights in state.items():
+            mask = np.unpackbits(np.frombuffer(k, np.uint8))[:self.threads].astype(bool)
+            for side, part in zip(sides, (mask & taken, mask & ~taken)):
+                if part.any():
+                    side[np.packbits(part).tobytes()] = {m: f.copy() for m, f in flights.items()}
+        return sides
+
+    def bounded(self, state: dict) -> dict:
+        """``state`` with at most ``_MAX_CLASSES`` classes (else one: their threads merged)."""
+        if len(state) <= _MAX_CLASSES:
+            return state
+        keys = [np.frombuffer(k, np.uint8) for k in state]
+        union = np.bitwise_or.reduce(keys).tobytes()
+        flights = {}
+        for v in state.values():
+            flights = _merge_flights(flights, v)
+        return {union: flights}
 
     def walked(self, node) -> bool:
         """Whether a compound statement must be walked into: it issues, commits or waits, or
@@ -329,6 +401,11 @@ class _Waits:
                 y, state = self.stmt(x, state)
                 out.append(y)
             return tirx.SeqStmt(out), state
+        if isinstance(s, tirx.Bind) and self.env:
+            try:  # a function of the thread index (``w = tx // 128``)
+                self.env[_key(s.var)] = np_eval(s.value, self.env)
+            except NotEvaluable:
+                self.env.pop(_key(s.var), None)
         kind = _jump(s)
         if kind is not None and self.frames:
             self.frames[-1][kind].append(_copy(state))
@@ -342,11 +419,12 @@ class _Waits:
             return tirx.AttrStmt(s.node, s.attr_key, s.value, body), end
         if isinstance(s, tirx.IfThenElse) and self.walked(s):
             pre, state = self.wait_for(s.condition, state)
-            then, p1 = self.stmt(s.then_case, _copy(state))
-            els, p2 = (self.stmt(s.else_case, _copy(state)) if s.else_case is not None
-                       else (None, state))
+            taken = self.threads_taking(s.condition)
+            yes, no = (_copy(state), _copy(state)) if taken is None else self.split(state, taken)
+            then, p1 = self.stmt(s.then_case, yes)
+            els, p2 = (self.stmt(s.else_case, no) if s.else_case is not None else (None, no))
             out = tirx.IfThenElse(s.condition, then, els)
-            return (tirx.SeqStmt(pre + [out]) if pre else out), _merge(p1, p2)
+            return (tirx.SeqStmt(pre + [out]) if pre else out), self.bounded(_merge(p1, p2))
         # a leaf (or a compound statement without async ops of its own): wait first if it
         # uses what is in flight, then apply its issues, commits and waits in program order
         pre, state = self.wait_for(s, state)
@@ -361,12 +439,12 @@ class _Waits:
 
         def iterate(entry):
             body, end, breaks = self.frame(s.body, entry)
-            back = {m: f.map(lambda r: r.shifted(v, v - 1)) for m, f in end.items()}
+            back = _mapped(end, lambda r: r.shifted(v, v - 1))
             return (body, end, breaks), _merge(state, back)
 
         body, end, breaks = _fixpoint(state, iterate)
         last = s.min + s.extent - 1
-        after = {m: f.map(lambda r: r.shifted(v, last)) for m, f in end.items()}
+        after = _mapped(end, lambda r: r.shifted(v, last))
         exits = [state, after] + [_widened(b) for b in breaks]
         return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                          s.annotations, s.step), _merged(exits))
@@ -387,8 +465,10 @@ class _Waits:
 
     def apply(self, s, state: dict) -> dict:
         """The state after the async ops, commits and waits of ``s``, in program order."""
-        state = _copy(state)
+        return {k: self.applied(s, flights) for k, flights in _copy(state).items()}
 
+    def applied(self, s, state: dict) -> dict:
+        """One class's groups in flight (``state``, updated) after ``s``."""
         def on_call(c):
             eff = effect_of(c)
             if eff is None:
@@ -405,33 +485,47 @@ class _Waits:
                     f.open = set()
             if eff.waits is not None and eff.pending_arg is not None and eff.waits in state:
                 n = c.args[eff.pending_arg]
-                n = int(n.value) if isinstance(n, tirx.IntImm) else None
-                f = state[eff.waits]
-                if n is not None:
-                    f.closed = f.closed[len(f.closed) - n:] if n else []
+                if isinstance(n, tirx.IntImm):
+                    f = state[eff.waits]
+                    f.closed = f.closed[max(0, len(f.closed) - int(n.value)):] if n.value else []
             return None
 
         tvm_ffi.structural_walk(s, (tvm.ir.Call, on_call), order="pre")
         return state
 
     def wait_for(self, node, state: dict):
-        """Waits for the in-flight groups holding regions ``node`` uses: (waits, new state)."""
-        pre, state = [], _copy(state)
-        for mech, f in state.items():
-            if f.empty():
-                continue
+        """Waits for the in-flight groups holding regions ``node`` uses, in any class of
+        threads (the smallest pending count any needs): (waits, new state)."""
+        state = _copy(state)
+        mechs = []
+        for flights in state.values():
+            mechs += [m for m, f in flights.items() if not f.empty() and m not in mechs]
+        pre = []
+        for mech in mechs:
             used = self.tiles.touched(node, mech)
             if not used:
                 continue
             hits = lambda g: any(r.overlaps(u) for r in g for u in used)  # noqa: E731
-            if hits(f.open):
-                pending, f.closed, f.open = 0, [], set()
-            else:
-                newest = max((i for i, g in enumerate(f.closed) if hits(g)), default=None)
-                if newest is None:
+            need = []
+            for flights in state.values():
+                f = flights.get(mech)
+                if f is None:
                     continue
-                pending = len(f.closed) - 1 - newest
-                f.closed = f.closed[newest + 1:]
+                if hits(f.open):
+                    need.append(0)
+                    continue
+                newest = max((i for i, g in enumerate(f.closed) if hits(g)), default=None)
+                if newest is not None:
+                    need.append(len(f.closed) - 1 - newest)
+            if not need:
+                continue
+            pending = min(need)
+            for flights in state.values():
+                f = flights.get(mech)
+                if f is not None:
+                    if pending == 0 and hits(f.open):
+                        f.open = set()
+                    f.closed = f.closed[max(0, len(f.closed) - pending):] if pending else []
             pre.append(_wait(mech, pending))
         return pre, state
 
@@ -440,9 +534,12 @@ def _kernel(k: tirx.Stmt) -> tirx.Stmt:
     """One kernel's waits; a block's shared memory goes away when it exits, so groups still in
     flight at its end (a TMA store nobody waited for, still reading its tile) are waited for
     there, inside the kernel's launch attributes."""
-    body, end = _Waits(_Tiles(k)).stmt(k, {})
-    waits = [_wait(m, 0) for m, f in sorted(end.items(), key=lambda mf: mf[0].value)
-             if not f.empty()]
+    tx, threads = thread_extent(k)
+    walk = (_Waits(_Tiles(k)) if tx is None or not isinstance(threads, tirx.IntImm) else
+            _Waits(_Tiles(k), tx, int(threads.value)))
+    body, end = walk.stmt(k, walk.start())
+    flying = {m for flights in end.values() for m, f in flights.items() if not f.empty()}
+    waits = [_wait(m, 0) for m in sorted(flying, key=lambda m: m.value)]
     if not waits:
         return body
 

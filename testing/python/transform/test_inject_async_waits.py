@@ -430,3 +430,65 @@ def test_a_loop_left_early_still_waits_for_its_store(jump):
     assert between.count("tma_store_wait") >= 2  # the loop's own, and one after the loop
     if jump == "continue":
         assert names.index("tma_store_wait") < names.index("tma_load")  # before the load
+
+
+def test_only_the_issuing_threads_groups_are_counted():
+    # the leader issues both stores; the other threads, which take the other side of
+    # `tx == 0` every time, have none in flight: at the top of the next iteration S0's store
+    # is the older of the leader's two groups, so one may stay in flight (wait 1, not 0)
+    src = tilelang.compile(_two_tiles_stored_in_turn(), target=SM90).get_kernel_source()
+    body = src[src.index("for (int t = 0"):]
+    loop, end = body[:body.index("\n  }\n")], body[body.index("\n  }\n"):]
+    assert loop.count("wait_group_read_1();") == 2 and "wait_group_read_0();" not in loop
+    assert "wait_group_read_0();" in end
+
+
+def test_a_wait_by_the_thread_that_issued_the_store_counts():
+    # the program waits for its store in the one thread that issued it: the rewrite of S
+    # needs no wait of its own, only a barrier behind the leader's
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((2, 128, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((128, 64), "float16")
+            tx = T.get_thread_binding()
+            T.copy(A, S)
+            T.tma_copy(S, C[0, 0, 0])
+            if tx == 0:
+                T.tma_store_wait(0)
+            for i, j in T.Parallel(128, 64):
+                S[i, j] = T.float16(7)
+            T.tma_copy(S, C[1, 0, 0])
+
+    src = tilelang.compile(main, target=SM90).get_kernel_source()
+    body = src[src.index("__global__ void __launch_bounds__(128) main_kernel(") + 1:]
+    body = body[body.index("__global__"):]
+    first = body.index("bulk_tensor_s2g")
+    between = body[first:body.index("= __float2half_rn(0x1.cp+2f", first)]
+    assert between.count("wait_group_read_0();") == 1  # the program's own
+    assert "__syncthreads();" in between[between.index("wait_group_read_0();"):]
+
+
+def test_a_wait_for_more_groups_than_are_in_flight_completes_none():
+    # `wait(3)` with two stores in flight waits for nothing: the rewrite of S0 (the older
+    # store's tile) still waits, with one group left in flight
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), C: T.Tensor((2, 128, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S0 = T.alloc_shared((128, 64), "float16")
+            S1 = T.alloc_shared((128, 64), "float16")
+            T.copy(A, S0)
+            T.copy(A, S1)
+            T.tma_copy(S0, C[0, 0, 0])
+            T.tma_copy(S1, C[1, 0, 0])
+            T.tma_store_wait(3)
+            for i, j in T.Parallel(128, 64):
+                S0[i, j] = T.float16(7)
+            T.tma_copy(S0, C[0, 0, 0])
+
+    calls = _device_calls(lowered(main).body)
+    waits = [int(c.args[0]) for c in calls if c.op.name == "tl.device.tma_store_wait"]
+    assert waits == [3, 1, 0]
