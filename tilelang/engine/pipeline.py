@@ -1,6 +1,7 @@
 """The ordered pass pipeline, registered with TVM as the TIR pipeline ``"tilelang"``.
 
-    SolveAffineSizes -> ApplySafeValues -> LegalizeNegativeIndex -> CheckHostAssumptions -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> DeferConsumerGemm -> MarkSourceLines -> LowerTileOps ->
+    SolveAffineSizes -> ApplySafeValues -> CheckHostAssumptions -> ScalarBindings -> LegalizeNegativeIndex ->
+    CheckTileViews -> CheckReducerEpochs -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> DeferConsumerGemm -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> ShareDescriptors ->
     AssumeTripCounts -> LowerKernelLaunch -> CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
     ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
@@ -39,9 +40,9 @@ def tile_passes() -> list[tvm.transform.Pass]:
     return [
         affine_sizes.SolveAffineSizes(),
         safe_values.ApplySafeValues(),
-        tl_transform.LegalizeNegativeIndex(),
         CheckHostAssumptions(),
         scalar_bindings.ScalarBindings(),
+        tl_transform.LegalizeNegativeIndex(),
         CheckTileViews(),
         CheckReducerEpochs(),
         accumulator_fill.DeferAccumulatorFill(),

@@ -268,6 +268,7 @@ class ArgumentBinder:
         was_numpy = False
         cuda = self._cuda
         index = None  # the device index (get_device()) of the tensors seen so far
+        computed = []  # (parameter, shape) of inputs with dimensions computed from sizes
         for (k, tensor, _dtype, _shape, _kind, _lo, _hi, p), a in zip(self._plan, args):
             if tensor:
                 if isinstance(a, np.ndarray):
@@ -277,6 +278,8 @@ class ArgumentBinder:
                         values = list(args)
                     values[k] = a
                 view = self._check_tensor(p, a, sizes)
+                if p.shape_exprs is not None:
+                    computed.append((p, logical_layout(p.dtype, a)[0]))
                 if view is not a:
                     if values is None:
                         values = list(args)
@@ -300,6 +303,8 @@ class ArgumentBinder:
         if self._size_scalars:
             for k, name in self._size_scalars:
                 sizes[name] = int(full[k])
+        for p, shape in computed:
+            self._check_computed(p, shape, sizes)
         for dtype, shape, static, exprs in self._outputs:
             if not static:
                 shape = [s if isinstance(s, int) else sizes[s] if isinstance(s, str)
@@ -486,6 +491,23 @@ class ArgumentBinder:
             # torch gives an empty tensor arbitrary strides; TVM checks the row-major ones
             return t.as_strided(t.shape, _row_major(shape) or [0] * len(shape))
         return t
+
+    def _check_computed(self, p: TensorParam, shape: Sequence[int], sizes: dict) -> None:
+        """The dimensions of ``p`` given by an expression of bound sizes (``m * 2``) must
+        equal it (those of sizes bound only inside the kernel are checked there)."""
+        for d, e in enumerate(p.shape_exprs):
+            if e is None or not expr_names(e) <= sizes.keys():
+                continue
+            want = eval_size(e, sizes)
+            if want != shape[d]:
+                dims = [str(s) if s is not None else p.shape_exprs[i].strip("()")
+                        for i, s in enumerate(p.shape)]
+                declared = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+                bound = ", ".join(f"{n} = {sizes[n]}" for n in sorted(expr_names(e)))
+                raise KernelArgumentError(
+                    f"{self.kernel_name}: parameter {p.name!r} expects shape {declared}, got "
+                    f"{tuple(shape)} (dim {d} is {shape[d]}, expected "
+                    f"{e.strip('()')} = {want} with {bound})")
 
     def _check_packed(self, p: TensorParam, t: torch.Tensor) -> None:
         """A tensor holding packed sub-byte elements: bytes, the last dimension contiguous."""

@@ -273,28 +273,44 @@ def apply(kind: str, old, new):
 
 
 # CUDA --------------------------------------------------------------------------------------
+def _inside(op: Atomic, checks: list, update: tirx.Stmt) -> tirx.Stmt:
+    """``update`` made only where ``checks`` (its elements lie inside ``dst``) hold; a dropped
+    update's old values (``return_prev``, ``T.atomic_load``) read 0, as an out-of-range load
+    of a global tensor does."""
+    cond = loops.all_of(checks)
+    if cond is None:
+        return update
+    zeros = None
+    if op.prev is not None:
+        pb, at = R.buffer_of(op.prev), R.mins(op.prev)
+        zeros = tirx.SeqStmt([tirx.BufferStore(pb, tirx.const(0, pb.dtype), at[:-1] + [at[-1] + k])
+                              for k in range(op.lanes)]) if op.lanes > 1 else \
+            tirx.BufferStore(pb, tirx.const(0, pb.dtype), at)
+    return tirx.IfThenElse(cond, update, zeros)
+
+
 def _element_update(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
     """The update of one element (or of ``lanes`` consecutive ones) as one device call,
-    storing the old value into ``prev`` when asked."""
+    storing the old value into ``prev`` when asked; dropped outside ``dst`` (see
+    :func:`_inside`)."""
     dst = R.buffer_of(op.dst)
     di = R.mins(op.dst)
     addr = tirx.address_of(tirx.BufferLoad(dst, di))
+    into = None if op.prev is None else tirx.address_of(
+        tirx.BufferLoad(R.buffer_of(op.prev), R.mins(op.prev)))
+    last = di[:-1] + [di[-1] + op.lanes - 1]
     if op.lanes > 1:
         vb, vi = R.buffer_of(op.value), R.mins(op.value)
         vals = [loops.cast(tirx.BufferLoad(vb, vi[:-1] + [vi[-1] + k]), dst.dtype)
                 for k in range(op.lanes)]
-        last = di[:-1] + [di[-1] + op.lanes - 1]
-        into = None if op.prev is None else tirx.address_of(
-            tirx.BufferLoad(R.buffer_of(op.prev), R.mins(op.prev)))
-        return loops.guard(loops.bounds_checks(dst, last, ctx.analyzer),
-                           tirx.Evaluate(device.add_vec(op.order, addr, vals, into)))
-    if op.kind == "store":
-        return tirx.Evaluate(device.store(op.order, addr, op.value, dst.dtype))
-    into = None if op.prev is None else tirx.address_of(
-        tirx.BufferLoad(R.buffer_of(op.prev), R.mins(op.prev)))
-    if op.kind == "load":
-        return tirx.Evaluate(device.load(op.order, addr, into))
-    return tirx.Evaluate(device.rmw(op.kind, op.order, addr, op.value, dst.dtype, into))
+        call = device.add_vec(op.order, addr, vals, into)
+    elif op.kind == "store":
+        call = device.store(op.order, addr, op.value, dst.dtype)
+    elif op.kind == "load":
+        call = device.load(op.order, addr, into)
+    else:
+        call = device.rmw(op.kind, op.order, addr, op.value, dst.dtype, into)
+    return _inside(op, loops.bounds_checks(dst, last, ctx.analyzer), tirx.Evaluate(call))
 
 
 def _owner(op: Atomic, ctx: LowerContext):
@@ -443,7 +459,13 @@ def _atomic_cpu(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
         elif op.kind != "load":
             stmts.append(tirx.BufferStore(dst, apply(op.kind, old, val), di))
         upd = stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
-        return loops.guard(loops.bounds_checks(dst, di, ctx.analyzer) + ok, upd)
+        cond = loops.all_of(loops.bounds_checks(dst, di, ctx.analyzer) + ok)
+        if cond is None:
+            return upd
+        # a dropped update's old value reads 0 (see _inside)
+        dropped = None if op.prev is None else \
+            tirx.BufferStore(pb, tirx.const(0, pb.dtype), at)
+        return tirx.IfThenElse(cond, upd, dropped)
 
     regions = [op.dst, op.value] if is_region else [op.dst]
     nest = loops.element_nest(regions, body, kind=loops.SERIAL, prefix="a",

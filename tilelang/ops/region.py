@@ -47,7 +47,7 @@ def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) ->
     if is_buffer(x):
         return full_region(x)
     if is_region(x):
-        return simplified(x)
+        return simplified(python_slice(x, op, role))
     if is_element(x):
         buf = x.source
         idx = list(x.indices)
@@ -61,6 +61,26 @@ def region_of(x: Any, op: str, role: str, like_shape: Sequence | None = None) ->
             )
         return tirx.BufferRegion(buf, [Range.from_min_extent(i, e) for i, e in zip(idx, ext)])
     raise TileOpError(f"{op}: {role} must be a buffer, a slice or an element of a buffer, got {x!r}")
+
+
+def python_slice(region: tvm.ir.TensorRegion, op: str, role: str) -> tvm.ir.TensorRegion:
+    """A slice whose start is a negative constant and whose stop is not negative counts its
+    start from the end, as in Python: ``A[-4:]`` (the parser made its stop the dimension's
+    extent) and ``A[-4:n]`` are the last four elements.  A stop below zero too
+    (``A[-4:-1]``) moves with the start (``LegalizeNegativeIndex``)."""
+    ranges, changed = [], False
+    for d, (r, n) in enumerate(zip(region.region, region.source.shape)):
+        if isinstance(r.min, tirx.IntImm) and r.min.value < 0:
+            stop = _analyzer.simplify(r.min + r.extent)
+            if _analyzer.can_prove(stop >= 0):
+                lo = _analyzer.simplify(r.min + n)
+                ext = _analyzer.simplify(stop - lo)
+                if _analyzer.can_prove(ext <= 0):
+                    raise TileOpError(f"{op}: {role} {region} is empty in dimension {d}: "
+                                      f"it starts at {lo} (from the end) and stops at {stop}")
+                r, changed = Range.from_min_extent(lo, ext), True
+        ranges.append(r)
+    return tirx.BufferRegion(region.source, ranges) if changed else region
 
 
 def fit_extents(shape: Sequence, ndim: int) -> list | None:

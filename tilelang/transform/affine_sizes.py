@@ -7,8 +7,11 @@ TVM binds a size variable from a dimension that *is* the variable; ``n * 4`` alo
 undefined ("variables (n,) are used, but are not passed in as API arguments").  The dimension
 becomes a variable of its own (``A_dim0``), checked on the host to be ``a * n + b`` for a whole
 ``n >= 0`` (else ``RuntimeError`` before the launch), and ``n = (A_dim0 - b) // a`` is bound
-before the body.  A variable that some dimension or scalar parameter gives directly, or that
-appears in several affine dimensions, is left as it is (TVM checks those dimensions).
+before the body.  A variable in several affine dimensions (``A: (n * 4,)``, ``B: (n * 2,)``)
+is solved from the first, in parameter order; each other one becomes a variable of its own too,
+checked on the host to equal its expression of the solved value (``RuntimeError`` naming both
+parameters).  A variable that some dimension or scalar parameter gives directly is left as it
+is (the call binds it, and checks the dimensions computed from it).
 """
 
 from __future__ import annotations
@@ -65,31 +68,34 @@ def SolveAffineSizes(func: tirx.PrimFunc) -> tirx.PrimFunc:
             ab = affine_in(e, vs[0]) if len(vs) == 1 else None
             if ab is not None and ab[0] > 0:
                 uses.setdefault(vs[0].__chandle__(), []).append((buf, d, vs[0]))
-    solved = {k: v[0] for k, v in uses.items() if k not in direct and len(v) == 1}
+    solved = {k: v for k, v in uses.items() if k not in direct}
     if not solved:
         return func
-    by_buffer: dict[int, list] = {}
-    for buf, d, var in solved.values():
-        by_buffer.setdefault(buf.__chandle__(), []).append((d, var))
-    prologue, replaced = [], {}
+    sizes = {}  # (buffer, dim) -> the variable that replaces the dimension
+    solving, checking = [], []
+    for (buf, d, var), *others in solved.values():
+        ty = str(var.ty)
+        a, b = affine_in(buf.shape[d], var)
+        size = sizes[buf.__chandle__(), d] = tirx.Var(f"{buf.name}_dim{d}", ty)
+        rest = size - tirx.const(b, ty)
+        ok = tirx.And(rest >= tirx.const(0, ty),
+                      tirx.floormod(rest, tirx.const(a, ty)) == tirx.const(0, ty))
+        solving.append(host_assert(ok, f"parameter {buf.name!r}: dim {d} must be "
+                                   f"{buf.shape[d]} for a whole {var.name} >= 0"))
+        solving.append(tirx.Bind(var, tirx.floordiv(rest, tirx.const(a, ty))))
+        for other, od, _ in others:
+            got = sizes[other.__chandle__(), od] = tirx.Var(f"{other.name}_dim{od}", ty)
+            checking.append(host_assert(
+                got == other.shape[od], f"parameter {other.name!r}: dim {od} must be "
+                f"{other.shape[od]}, with {var.name} from dim {d} of {buf.name!r} "
+                f"({buf.shape[d]})"))
+    replaced = {}
     for buf in buffers:
-        dims = by_buffer.get(buf.__chandle__())
-        if not dims:
-            continue
-        shape = list(buf.shape)
-        for d, var in dims:
-            a, b = affine_in(shape[d], var)
-            size = tirx.Var(f"{buf.name}_dim{d}", str(var.ty))
-            ty = str(var.ty)
-            rest = size - tirx.const(b, ty)
-            ok = tirx.And(rest >= tirx.const(0, ty),
-                          tirx.floormod(rest, tirx.const(a, ty)) == tirx.const(0, ty))
-            prologue.append(host_assert(ok, f"parameter {buf.name!r}: dim {d} must be {shape[d]} "
-                                        f"for a whole {var.name} >= 0"))
-            prologue.append(tirx.Bind(var, tirx.floordiv(rest, tirx.const(a, ty))))
-            shape[d] = size
-        replaced[buf.__chandle__()] = tirx.decl_buffer(shape, buf.dtype, buf.name,
-                                                       scope=buf.scope())
+        shape = [sizes.get((buf.__chandle__(), d), e) for d, e in enumerate(buf.shape)]
+        if any(not x.same_as(e) for x, e in zip(shape, buf.shape)):
+            replaced[buf.__chandle__()] = tirx.decl_buffer(shape, buf.dtype, buf.name,
+                                                           scope=buf.scope())
+    prologue = solving + checking
     new = remap_buffers(func, lambda b: replaced.get(b.__chandle__()))
     return tirx.PrimFunc(new.params, seq(prologue + [new.body]), new.ret_type, new.attrs,
                          new.span)

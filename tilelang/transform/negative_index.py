@@ -1,14 +1,17 @@
 """``LegalizeNegativeIndex``: a negative index counts from the end of its dimension, as in
 Python (``A[-1]`` is the last element of ``A``).
 
-Every load and store of the user's program is looked at before layout inference.  A scalar
-index the analyzer proves negative (under the loop ranges, thread extents and bindings) gets
-the dimension's extent added (``A[-i - 1]`` over ``i < 4`` becomes ``A[n - 1 - i]``); one of
-unknown sign is left as written (the bounds guards of the backends deal with it).  A vector
-index (``T.Ramp`` / ``T.Broadcast``) is judged lane by lane: proven non-negative lanes stay,
-proven negative lanes are shifted, and lanes of unknown sign become ``lane < 0 ? lane + n :
-lane``.  Such an index is no longer one contiguous run, so the access is done lane by lane
-(``A[T.Ramp(t - 2, 1, 4)]`` touches ``A[n - 2], A[n - 1], A[0], A[1]`` at ``t = 0``).
+Every load and store of the user's program, and every region a tile operator is given, is
+looked at before layout inference (after ``ScalarBindings``, so ``j = i - 4; A[j]`` is
+``A[i - 4]``).  A scalar index the analyzer proves negative (under the loop ranges, thread
+extents and bindings) gets the dimension's extent added (``A[-i - 1]`` over ``i < 4`` becomes
+``A[n - 1 - i]``); one of unknown sign is left as written (the bounds guards of the backends
+deal with it).  A vector index (``T.Ramp`` / ``T.Broadcast``) is judged lane by lane: proven
+non-negative lanes stay, proven negative lanes are shifted, and lanes of unknown sign become
+``lane < 0 ? lane + n : lane``.  Such an index is no longer one contiguous run, so the access
+is done lane by lane (``A[T.Ramp(t - 2, 1, 4)]`` touches ``A[n - 2], A[n - 1], A[0], A[1]`` at
+``t = 0``).  A region (``T.copy(A[-4], F)``, ``T.atomic_add(H[-1], x)``) starts where its
+first element would: a start proven negative gets the extent added, the extent is kept.
 """
 
 from __future__ import annotations
@@ -111,6 +114,20 @@ class _Legalizer:
         new = self.indices(x.source, list(x.indices))
         return x if new is None else tirx.BufferLoad(x.source, new, span=x.span)
 
+    def on_region(self, r):
+        """A tile operator's region (``T.copy(A[-4], F)``) starts where its first element
+        would: a start proven negative counts from the end, the extent is kept."""
+        if len(r.region) != len(r.source.shape):
+            return r
+        ranges, changed = [], False
+        for rg, n in zip(r.region, r.source.shape):
+            lo = rg.min
+            if str(lo.ty).startswith(("int", "uint")) and "x" not in str(lo.ty):
+                lo = self.scalar(lo, n)
+            changed |= not lo.same_as(rg.min)
+            ranges.append(rg if lo.same_as(rg.min) else tvm.ir.Range.from_min_extent(lo, rg.extent))
+        return tirx.BufferRegion(r.source, ranges) if changed else r
+
     def on_store(self, s):
         new = self.indices(s.buffer, list(s.indices))
         if new is None:
@@ -127,7 +144,8 @@ def LegalizeNegativeIndex(func: tirx.PrimFunc) -> tirx.PrimFunc:
     _bind_scopes(func.body, az)
     lg = _Legalizer(az)
     body = tvm_ffi.structural_map(func.body, [(LOAD, lg.on_load),
-                                              (tirx.BufferStore, lg.on_store)])
+                                              (tirx.BufferStore, lg.on_store),
+                                              (tvm.ir.TensorRegion, lg.on_region)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

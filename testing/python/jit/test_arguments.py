@@ -93,6 +93,23 @@ def test_symbolic_size_consistency():
     torch.testing.assert_close(k(a, b), a + b)
 
 
+def test_a_dimension_computed_from_sizes_is_checked_against_them():
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def main(A: T.Tensor((m, m * 2), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(m):
+                B[i] = A[i, 2 * m - 1]
+
+    k = tilelang.compile(main, out_idx=[1], target="cpu")
+    a = torch.randn(3, 6)
+    torch.testing.assert_close(k(a), a[:, 5])
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects shape \(m, m \* 2\), "
+                       r"got \(3, 7\) \(dim 1 is 7, expected m \* 2 = 6 with m = 3\)"):
+        k(torch.randn(3, 7))
+
+
 def test_out_idx_range():
     with pytest.raises(IndexError, match="out_idx 5"):
         tilelang.compile(add_one(32, 8), out_idx=[5], target="cpu")

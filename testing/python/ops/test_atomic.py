@@ -239,3 +239,43 @@ def test_vector_add_returns_the_previous_values(lanes, dtype, ramp):
     tilelang.compile(addx_prev(lanes, dtype, ramp), target="cpu")(d, v, p)
     assert p.tolist() == list(range(1, lanes + 1))
     assert d.tolist() == [11 * k for k in range(1, lanes + 1)]
+
+
+def _outside(H_len: int = 4):
+    """Three blocks add 1 to ``H[m]`` and keep the old value (``m`` may lie outside ``H``),
+    and add a two-element tile at ``H[-2]`` (the last two elements)."""
+
+    @T.prim_func
+    def main(H: T.Tensor((H_len,), "float32"), P: T.Tensor((3,), "float32"), m: T.int32):
+        with T.Kernel(3, threads=32) as bx:
+            F = T.alloc_fragment((2,), "float32")
+            T.fill(F, 5.0)
+            P[bx] = T.atomic_add(H[m], 1.0, return_prev=True) + 10
+            T.atomic_add(H[-2], F)
+
+    return main
+
+
+@pytest.mark.parametrize("m, prev", [(1, [10.0, 11.0, 12.0]), (-1, [10.0] * 3),
+                                     (4, [10.0] * 3)])
+def test_atomics_count_from_the_end_and_drop_updates_outside(m, prev):
+    # H[-2] is the last two elements; H[m] with m at run time: -1 (of unknown sign when
+    # compiled, so left as written) and 4 lie outside H: those updates are dropped and their
+    # old value reads 0
+    k = tilelang.compile(_outside(), target="cpu")
+    h, p = torch.zeros(4), torch.full((3,), -1.0)
+    k(h, p, m)
+    want = torch.tensor([0.0, 0.0, 15.0, 15.0])
+    if m == 1:
+        want[1] = 3.0
+    torch.testing.assert_close(h, want)
+    assert sorted(p.tolist()) == prev
+
+
+def test_atomic_outside_its_tensor_is_dropped_on_cuda():
+    src = tilelang.compile(_outside(), target="cuda -arch=sm_90a").get_kernel_source()
+    guard = src.index("if ((m < 4) && (0 <= m)) {")
+    made, dropped = src.index("AtomicAddRet", guard), src.index("} else {", guard)
+    assert made < dropped
+    assert "smem_ptr)[0] = 0x0p+0f" in src[dropped:dropped + 80]  # its old value: 0
+    assert "AtomicAdd((&(H_ptr[2]))" in src and "AtomicAdd((&(H_ptr[3]))" in src

@@ -8,6 +8,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.errors import KernelArgumentError
 from tilelang.transform.affine_sizes import affine_in
 
 
@@ -51,10 +52,31 @@ def test_a_variable_some_dimension_gives_directly_stays_bound_there():
     a, b = torch.zeros(8, dtype=torch.int32), torch.arange(4, dtype=torch.int32)
     k(a, b)
     assert a[::2].tolist() == [0, 1, 2, 3]
-    with pytest.raises(ValueError, match="expected B.shape\\[0\\] \\* 2"):  # TVM's own check
+    with pytest.raises(KernelArgumentError, match=r"parameter 'A' expects shape \(n \* 2,\), got "
+                       r"\(9,\) \(dim 0 is 9, expected n \* 2 = 8 with n = 4\)"):
         k(torch.zeros(9, dtype=torch.int32), b)
     if shutil.which("nvcc"):
         tilelang.compile(zero_fill(lambda n: n * 4), target="cuda -arch=sm_90a").get_ptx()
+
+
+def test_a_variable_in_several_affine_dimensions_is_solved_from_the_first():
+    n = T.symbolic("n")
+
+    @T.prim_func
+    def kernel(A: T.Tensor((n * 4,), T.int32), B: T.Tensor((n * 2,), T.int32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n * 2):
+                B[i] = A[i * 2]
+
+    k = tilelang.compile(kernel, target="cpu")
+    a, b = torch.arange(8, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    k(a, b)
+    assert b.tolist() == [0, 2, 4, 6]
+    with pytest.raises(RuntimeError, match=r"parameter 'B': dim 0 must be n \* 2, with n from "
+                       r"dim 0 of 'A' \(n \* 4\)"):
+        k(a, torch.zeros(6, dtype=torch.int32))
+    if shutil.which("nvcc"):
+        tilelang.compile(kernel, target="cuda -arch=sm_90a").get_ptx()
 
 
 def test_affine_forms():

@@ -152,3 +152,59 @@ def test_runtime_negative_vector_access_gpu():
     k = tilelang.compile(wrapped_store(), out_idx=[1], target="cuda")
     b = torch.arange(16, dtype=torch.float32, device="cuda").reshape(4, 4)
     torch.testing.assert_close(k(b), _expected_store(b))
+
+
+def _tile_regions(which: str):
+    """A tile operator given a region that counts from the end (``A`` has 8 elements)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            F = T.alloc_fragment((4,), "float32")
+            if which == "element":
+                T.copy(A[-4], F)
+            elif which == "open slice":
+                T.copy(A[-4:], F)
+            elif which == "negative stop":
+                T.copy(A[-5:-1], F)
+            else:
+                T.copy(A[-4:8], F)
+            T.copy(F, B[-4])
+
+    return main
+
+
+@pytest.mark.parametrize("which, first", [("element", 4), ("open slice", 4),
+                                          ("negative stop", 3), ("stop 8", 4)])
+def test_tile_operator_regions_count_from_the_end(which, first):
+    # T.copy(A[-4], F) is the region of F's shape starting at A[-4], A[-4:] the last four
+    # elements as in Python; the store into B[-4] fills B[4:8]
+    k = tilelang.compile(_tile_regions(which), target="cpu")
+    a, b = torch.arange(8, dtype=torch.float32), torch.full((8,), -1.0)
+    k(a, b)
+    torch.testing.assert_close(b, torch.cat([torch.full((4,), -1.0), a[first:first + 4]]))
+
+
+def test_an_empty_slice_from_the_end_is_refused():
+    from tilelang.errors import DSLError
+
+    with pytest.raises(DSLError, match=r"T.copy: source .* is empty in dimension 0"):
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as _:
+                F = T.alloc_fragment((4,), "float32")
+                T.copy(A[-4:2], F)
+                T.copy(F, B)
+
+
+def test_a_scalar_bound_to_a_negative_index_counts_from_the_end():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.serial(4):
+                j = i - 4
+                B[i] = A[j]
+
+    k = tilelang.compile(main, out_idx=[1], target="cpu")
+    a = torch.arange(8, dtype=torch.float32)
+    torch.testing.assert_close(k(a), a[4:])
