@@ -59,7 +59,7 @@ from .cluster import (alloc_cluster_barrier, block_rank_in_cluster, clc_get_firs
                       clc_get_first_ctaid_y, clc_get_first_ctaid_z, clc_is_canceled,
                       clc_try_cancel, clc_try_cancel_multicast, cluster_arrive,
                       cluster_arrive_relaxed, cluster_sync, cluster_wait)
-from .loop import Parallel, Persistent, Pipelined, unroll
+from .loop import Parallel, Persistent, Pipelined, serial, unroll, vectorized
 from .parser import prim_func
 from .pointer import make_tensor, ptr
 from .print_op import print

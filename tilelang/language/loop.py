@@ -74,6 +74,20 @@ def Pipelined(
     return _T.serial(start, stop, annotations=ann)
 
 
+def serial(start: Any, stop: Any = None, step: Any = None, *, annotations: dict | None = None,
+           unroll: bool | int | None = None, dtype: str | None = None):
+    """``for i in T.serial(start, stop, step)``: a sequential loop; the step may be given in
+    place, as in the public TileLang (TVMScript takes it by keyword only)."""
+    return _T.serial(start, stop, step=step, annotations=annotations, unroll=unroll, dtype=dtype)
+
+
+def vectorized(start: Any, stop: Any = None, step: Any = None, *,
+               annotations: dict | None = None, dtype: str | None = None):
+    """``for i in T.vectorized(start, stop, step)``: a loop whose iterations become vector
+    lanes (the step in place too, as in :func:`serial`)."""
+    return _T.vectorized(start, stop, step=step, annotations=annotations, dtype=dtype)
+
+
 def unroll(start: Any, stop: Any = None, step: Any = None, *, unroll_factor: int | None = None,
            annotations: dict | None = None):
     """``for i in T.unroll(n)``: a loop the compiler unrolls.  With a constant trip count, unit

@@ -65,3 +65,22 @@ def test_every_form_runs_exactly_its_indices_on_the_gpu():
     a = torch.zeros(4, 16, device="cuda")
     k(a, 5)
     torch.testing.assert_close(a.cpu(), _expected(5))
+
+
+def test_serial_and_vectorized_take_the_step_in_place():
+    # the public TileLang's T.serial(start, stop, step): TVMScript takes step by keyword only
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(0, 16, 2):
+                B[i] = A[i] + 1
+            for i in T.serial(1, 16, step=2):
+                B[i] = A[i] * 2
+            for i in T.serial(4):
+                for v in T.vectorized(0, 4, 1):
+                    B[i * 4 + v] = B[i * 4 + v] + 1
+
+    a, b = torch.arange(16.0), torch.zeros(16)
+    tilelang.compile(main, target="cpu")(a, b)
+    want = torch.where(torch.arange(16) % 2 == 0, a + 1, a * 2) + 1
+    torch.testing.assert_close(b, want)
