@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -46,8 +47,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
         if lazy.is_lazy(fn):  # parameters typed in the body, T.empty outputs
             return lazy.prim_func(fn)
         extra_vars = _utils.inspect_function_capture(fn)
-        if _utils._has_string_annotations(fn):  # PEP 563: annotation names live in frames
-            _utils.resolve_closure_vars(fn, extra_vars, inspect.stack())
+        enclosing_annotation_names(fn, extra_vars)
         clear_pending()
         try:
             with scalar_bindings() as bindings:
@@ -75,6 +75,27 @@ def prim_func(func: Callable | None = None, private: bool = False,
 
 
 setattr(prim_func, "dispatch_token", "tirx")
+
+
+def enclosing_annotation_names(fn: Callable, extra_vars: dict) -> None:
+    """Give the names ``fn``'s parameter annotations read their lexical values: an enclosing
+    function's local (a kernel factory's ``dtype`` argument) shadows a module global of the
+    same name.  A name used only in an annotation is not captured in ``fn``'s closure, and
+    TVMScript would otherwise read the global (silently the wrong dtype or shape), also under
+    PEP 563.  The enclosing functions are those ``fn.__qualname__`` names, found among the
+    frames running while ``fn`` is decorated."""
+    enclosing = _utils._get_enclosing_scope_names(fn.__qualname__)
+    if not enclosing:
+        return
+    closure = _utils.get_func_nonlocals(fn)
+    names = [n for n in _utils._collect_annotation_names(fn) if n not in closure]
+    frame = sys._getframe(1)
+    while frame is not None and names:
+        if frame.f_code.co_name in enclosing:
+            for n in [n for n in names if n in frame.f_locals]:
+                extra_vars[n] = frame.f_locals[n]
+                names.remove(n)
+        frame = frame.f_back
 
 
 PYTHON_VALUES = (bool, int, float, str)

@@ -180,3 +180,25 @@ def test_a_function_assigned_in_a_body_stays_that_function(use_max):
     a = torch.tensor([3.0, -1.0, 4.0, 1.0, -5.0, 9.0, 2.0, 6.0])
     b = tilelang.compile(main, out_idx=[1], target="cpu")(a)
     torch.testing.assert_close(b, torch.cummax(a, 0).values if use_max else torch.cumsum(a, 0))
+
+
+dtype = "int8"  # a module global that a kernel factory's argument of the same name shadows
+rows = 2
+
+
+def _factory(dtype, rows):
+    # `dtype` and `rows` appear only in the parameter annotations: not in the kernel's closure
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((rows, 4), dtype)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                B[0, i] = A[i]
+
+    return main
+
+
+def test_annotation_names_take_the_factorys_values_not_same_named_globals():
+    f = _factory("float32", 1)
+    out = tilelang.compile(f, out_idx=[1], target="cpu")(torch.tensor([1.5, 2.5, -3.7, 100.0]))
+    assert out.dtype == torch.float32 and tuple(out.shape) == (1, 4)
+    torch.testing.assert_close(out[0], torch.tensor([1.5, 2.5, -3.7, 100.0]))
