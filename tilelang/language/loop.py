@@ -207,6 +207,47 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func
 
 
+def check_parallel_jumps(func: tirx.PrimFunc) -> None:
+    """Raise :class:`DSLError` for a ``break`` or ``continue`` that would leave a
+    ``T.Parallel`` loop: its iterations are independent (on the GPU, spread over threads), so
+    there is no later iteration to skip.  Jumps of a sequential loop inside it are fine."""
+    import tvm
+
+    from ..errors import source_location
+
+    jumps = {tvm.ir.Op.get("tirx.break_loop"): "break", tvm.ir.Op.get("tirx.continue_loop"):
+             "continue"}
+    found: list = []
+
+    def walk(s, in_parallel: bool):
+        if found or s is None:
+            return
+        if isinstance(s, tirx.For):
+            walk(s.body, s.kind == tirx.ForKind.PARALLEL)
+        elif isinstance(s, tirx.While):
+            walk(s.body, False)
+        elif isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                walk(x, in_parallel)
+        elif isinstance(s, tirx.IfThenElse):
+            walk(s.then_case, in_parallel)
+            walk(s.else_case, in_parallel)
+        elif isinstance(s, tirx.Evaluate) and isinstance(s.value, tvm.ir.Call) and in_parallel:
+            kind = next((k for op, k in jumps.items() if s.value.op.same_as(op)), None)
+            if kind is not None:
+                found.append((kind, s.span))
+        elif hasattr(s, "body"):
+            walk(s.body, in_parallel)
+
+    walk(func.body, False)
+    if found:
+        kind, span = found[0]
+        where = source_location(span)
+        raise DSLError(f"T.Parallel: `{kind}` cannot leave a T.Parallel loop (its iterations "
+                       "are independent and run at once on the GPU); guard the iteration's "
+                       "body with an `if` instead" + (f"\n  {where}" if where else ""))
+
+
 def clear_pending() -> None:
     _pending_parallel.clear()
     _pending_persistent.clear()

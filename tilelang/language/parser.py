@@ -32,7 +32,7 @@ from tvm.script.parser.core import dispatch, doc
 from tvm.script.parser.core.evaluator import ExprEvaluator
 
 from ..errors import DSLError, DSLTypeError, source_location
-from .loop import clear_pending, mark_parallel_loops
+from .loop import check_parallel_jumps, clear_pending, mark_parallel_loops
 
 
 def prim_func(func: Callable | None = None, private: bool = False,
@@ -65,6 +65,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
             clear_pending()
         check_bindings(f, bindings)
         check_constant_indices(f)
+        check_parallel_jumps(f)
         setattr(f, "__name__", fn.__name__)
         return f
 

@@ -344,3 +344,32 @@ def test_exception_types_derive_from_the_builtin_ones():
     assert issubclass(E.LoweringError, RuntimeError) and issubclass(E.CompileError, RuntimeError)
     assert issubclass(E.KernelArgumentTypeError, E.KernelArgumentError)
     assert issubclass(E.KernelArgumentTypeError, TypeError)
+
+
+@pytest.mark.parametrize("jump", ["break", "continue"])
+def test_a_jump_out_of_a_parallel_loop_is_refused_with_its_line(jump):
+    with pytest.raises(DSLError, match=rf"T.Parallel: `{jump}` cannot leave a T.Parallel loop"
+                       r"(.|\n)*the jump"):
+
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=16):
+                for i, j in T.Parallel(4, 4):
+                    if A[i * 4 + j] < 0:
+                        if jump == "break":
+                            break  # the jump
+                        else:
+                            continue  # the jump
+                    B[i * 4 + j] = A[i * 4 + j]
+
+
+def test_a_jump_of_a_loop_inside_a_parallel_loop_is_fine():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                B[i] = 0.0
+                for k in T.serial(4):
+                    if A[i * 4 + k] < 0:
+                        break
+                    B[i] = B[i] + A[i * 4 + k]
