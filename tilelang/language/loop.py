@@ -207,6 +207,39 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func
 
 
+def python_steps(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """Loops with a constant negative step run as Python's ``range`` does: ``range(7, -1, -1)``
+    visits 7, 6, ..., 0.  TVM's loop runs while ``i < min + extent``, so such a loop (extent
+    ``stop - start`` below zero) ran no iteration; it becomes a loop over its trip count
+    ``max(0, ceil((start - stop) / -step))`` with the index ``start + k * step``.  A step of 0
+    raises :class:`DSLError` (as ``range`` does), where the loop would never end."""
+    from ..errors import source_location
+    from ..ir_utils import StmtMutator, substitute
+
+    class _Steps(StmtMutator):
+        def visit_For(self, s):
+            body = self(s.body)
+            step = s.step
+            if isinstance(step, tirx.IntImm) and step.value == 0:
+                where = source_location(s.span)
+                raise DSLError(f"loop over {s.loop_var.name}: the step must not be 0"
+                               + (f"\n  {where}" if where else ""))
+            if not (isinstance(step, tirx.IntImm) and step.value < 0):
+                return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                                s.annotations, s.step, span=s.span)
+            ty = str(s.loop_var.ty)
+            down = tirx.const(-step.value, ty)
+            trips = Analyzer().simplify(tirx.max(tirx.floordiv(-s.extent + down - 1, down),
+                                                 tirx.const(0, ty)))
+            k = tirx.Var(s.loop_var.name, ty)
+            body = substitute(body, {s.loop_var: s.min + k * tirx.const(step.value, ty)})
+            return tirx.For(k, tirx.const(0, ty), trips, s.kind, body, s.thread_binding,
+                            s.annotations, span=s.span)
+
+    body = _Steps()(func.body)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 def check_parallel_jumps(func: tirx.PrimFunc) -> None:
     """Raise :class:`DSLError` for a ``break`` or ``continue`` that would leave a
     ``T.Parallel`` loop: its iterations are independent (on the GPU, spread over threads), so

@@ -32,7 +32,7 @@ from tvm.script.parser.core import dispatch, doc
 from tvm.script.parser.core.evaluator import ExprEvaluator
 
 from ..errors import DSLError, DSLTypeError, source_location
-from .loop import check_parallel_jumps, clear_pending, mark_parallel_loops
+from .loop import check_parallel_jumps, clear_pending, mark_parallel_loops, python_steps
 
 
 def prim_func(func: Callable | None = None, private: bool = False,
@@ -52,7 +52,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
         try:
             with scalar_bindings() as bindings:
                 f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
-            f = mark_parallel_loops(f)
+            f = python_steps(mark_parallel_loops(f))
         except DiagnosticError as err:
             cause = _root_cause(err)
             kind = DSLTypeError if isinstance(cause, TypeError) else DSLError

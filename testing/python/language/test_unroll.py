@@ -84,3 +84,37 @@ def test_serial_and_vectorized_take_the_step_in_place():
     tilelang.compile(main, target="cpu")(a, b)
     want = torch.where(torch.arange(16) % 2 == 0, a + 1, a * 2) + 1
     torch.testing.assert_close(b, want)
+
+
+def test_negative_steps_run_as_python_ranges():
+    # TVM's loop runs while i < min + extent: a negative step ran no iteration
+    @T.prim_func
+    def main(O: T.Tensor((4, 8), "int32"), n: T.int32):
+        with T.Kernel(1, threads=1):
+            for r, c in T.grid(4, 8):
+                O[r, c] = -1
+            for j in range(7, -1, -1):
+                O[0, 7 - j] = j
+            for j in T.serial(15, -1, step=-4):
+                O[1, (15 - j) // 4] = j
+            for j in T.unroll(15, -1, -5):
+                O[2, (15 - j) // 5] = j
+            for j in range(n, 0, -3):  # a trip count known at run time
+                O[3, (n - j) // 3] = j
+
+    o = torch.zeros(4, 8, dtype=torch.int32)
+    tilelang.compile(main, target="cpu")(o, 10)
+    rows = [list(range(7, -1, -1)), list(range(15, -1, -4)), list(range(15, -1, -5)),
+            list(range(10, 0, -3))]
+    assert o.tolist() == [r + [-1] * (8 - len(r)) for r in rows]
+
+
+def test_a_step_of_zero_is_refused_with_its_line():
+    from tilelang.errors import DSLError
+
+    with pytest.raises(DSLError, match=r"loop over j: the step must not be 0(.|\n)*step=0"):
+        @T.prim_func
+        def main(O: T.Tensor((16,), "int32")):
+            with T.Kernel(1, threads=1):
+                for j in T.serial(0, 16, step=0):
+                    O[j] = j
