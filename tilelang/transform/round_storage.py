@@ -7,7 +7,9 @@ kernel (shared tiles, fragments, locals), promotes the storage to float32 too, d
 then hold full float32 values on the CPU and the reference would not match the GPU.  This pass
 writes the rounding out in float32 arithmetic (round to nearest even on the bit pattern, NaN
 kept), which the legalizer keeps.  Tensors passed to the kernel are stored as real bfloat16 by
-TVM already.  CPU only.
+TVM's own conversion, which rounds the bit pattern with no NaN check (a float32 NaN whose payload
+lies in its low 16 bits became inf or a zero): a NaN stored there first has its low bits
+cleared and its quiet bit set, so it stays a NaN of the same sign, as on a GPU.  CPU only.
 """
 
 from __future__ import annotations
@@ -32,14 +34,25 @@ def round_to_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
     return tirx.Select(tirx.isnan(x), x, tirx.reinterpret("float32", rounded))
 
 
+def quiet_nan_for_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """``x`` (float32), a NaN made one whose bits below the bfloat16 ones are 0 (quiet, same
+    sign), so that truncating or rounding the bit pattern keeps it a NaN."""
+    bits = tirx.reinterpret("uint32", x)
+    kept = tirx.bitwise_or(tirx.bitwise_and(bits, tirx.const(0xFFFF0000, "uint32")),
+                           tirx.const(0x00400000, "uint32"))
+    return tirx.Select(tirx.isnan(x), tirx.reinterpret("float32", kept), x)
+
+
 class _Round(StmtMutator):
     def __init__(self, params: set):
         self.params = params
 
     def visit_BufferStore(self, s):
-        if str(s.buffer.dtype) != BF16 or s.buffer.__chandle__() in self.params:
+        if str(s.buffer.dtype) != BF16:
             return s
-        value = tirx.Cast(BF16, round_to_bf16(tirx.Cast("float32", s.value)))
+        x = tirx.Cast("float32", s.value)
+        value = tirx.Cast(BF16, quiet_nan_for_bf16(x) if s.buffer.__chandle__() in self.params
+                          else round_to_bf16(x))
         return tirx.BufferStore(s.buffer, value, list(s.indices))
 
 

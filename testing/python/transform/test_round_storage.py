@@ -46,3 +46,26 @@ def test_float32_fragments_are_untouched():
     x = torch.randn(64)
     torch.testing.assert_close(tilelang.compile(main, out_idx=[1], target="cpu")(x), x,
                                rtol=0, atol=0)
+
+
+def test_nans_stored_into_a_bf16_tensor_stay_nans():
+    # TVM's float32 -> bfloat16 conversion of a tensor parameter rounds the bit pattern: a NaN
+    # whose payload is in its low 16 bits became inf or a zero
+    @T.prim_func
+    def main(A: T.Tensor((6,), "float32"), B: T.Tensor((6,), "bfloat16"),
+             C: T.Tensor((6,), "bfloat16")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_shared((6,), "bfloat16")
+            for i in T.Parallel(6):
+                B[i] = A[i]
+                s[i] = A[i]
+            T.copy(s, C)
+
+    a = torch.tensor([0x7F800001, 0x7FFFFFFF, -1, 0x7FC00000, 0x3F808001, -0x407F8000],
+                     dtype=torch.int32).view(torch.float32)
+    b, c = torch.zeros(6, dtype=torch.bfloat16), torch.zeros(6, dtype=torch.bfloat16)
+    tilelang.compile(main, target="cpu")(a, b, c)
+    want = a.bfloat16()
+    for out in (b, c):
+        assert out[:4].isnan().all()
+        torch.testing.assert_close(out[4:], want[4:], rtol=0, atol=0)
