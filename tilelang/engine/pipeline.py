@@ -4,7 +4,7 @@
     CheckTileViews -> CheckReducerEpochs -> DeferAccumulatorFill -> LayoutInference -> WarpSpecialize -> InjectSoftwarePipeline -> DeferConsumerGemm -> MarkSourceLines -> LowerTileOps ->
     LowerParallelLoops -> VectorizeCastLoops -> InjectAsyncWaits -> LowerAsyncResources -> DebugBarriers -> PlanSharedMemory -> InjectThreadSync -> PingPongConsumers -> ShareDescriptors ->
     AssumeTripCounts -> LowerKernelLaunch -> CheckBounds -> GuardGlobalAccesses -> RoundLowPrecisionStores -> PackSubByteStores ->
-    ScalarizeBoolVectors -> PromoteNarrowFloatArith -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
+    ScalarizeBoolVectors -> PromoteNarrowFloatArith -> LowerCPUMath -> ExactFloat8Casts -> LegalizeLoops -> TVM's "tirx" pipeline
 
 (``MarkSourceLines`` and ``CheckBounds`` act on CPU targets only: bounds checks;
 ``GuardGlobalAccesses`` and ``ScalarizeBoolVectors`` on GPU targets only.)
@@ -22,7 +22,7 @@ import tvm
 from tvm.tirx import compilation_pipeline as _cp
 
 from .. import transform as tl_transform
-from ..transform import (accumulator_fill, affine_sizes, bool_vectors, check_bounds,
+from ..transform import (accumulator_fill, affine_sizes, bool_vectors, check_bounds, cpu_math,
                          consumer_pingpong, debug_barriers, defer_consumer_gemm, float8_casts,
                          legal_loops, narrow_float_arith, pass_config, round_storage,
                          safe_global_access, safe_values, scalar_bindings, share_descriptors,
@@ -70,6 +70,7 @@ def tile_passes() -> list[tvm.transform.Pass]:
         subbyte_access.PackSubByteStores(),
         bool_vectors.ScalarizeBoolVectors(),
         narrow_float_arith.PromoteNarrowFloatArith(),
+        cpu_math.LowerCPUMath(),
         float8_casts.ExactFloat8Casts(),
         legal_loops.LegalizeLoops(),
     ]

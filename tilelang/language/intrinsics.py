@@ -61,6 +61,23 @@ def round(x: Any, mode: str | None = None, span: Any = None) -> Any:  # noqa: A0
     return tirx.Cast(dtype, r) if wide else r
 
 
+def pow(x: Any, y: Any, span: Any = None) -> Any:  # noqa: A001
+    """``x`` to the power ``y``.  bfloat16 and float8 operands are raised in float32 and the
+    result rounded back to ``x``'s type once (TVM's ``pow`` takes float16/32/64 only)."""
+    from ..utils.dtype import is_narrow_float
+
+    types = [str(v.dtype) for v in (x, y) if isinstance(v, tirx.PrimExpr)]
+    narrow = next((t for t in types if t.startswith("bfloat16") or is_narrow_float(t)), None)
+    if narrow is None:
+        return _T.pow(x, y)
+    lanes = tvm.DataType(narrow).lanes
+    wide = "float32" if lanes == 1 else f"float32x{lanes}"
+    back = str(x.dtype) if isinstance(x, tirx.PrimExpr) else narrow
+    a, b = (tirx.Cast(wide, v) if isinstance(v, tirx.PrimExpr) else tirx.const(v, wide)
+            for v in (x, y))
+    return tirx.Cast(back, _T.pow(a, b))
+
+
 def align_up(value: Any, alignment: Any) -> Any:
     """The smallest multiple of ``alignment`` (positive) that is at least ``value``:
     ``ceildiv(value, alignment) * alignment``."""
@@ -319,5 +336,5 @@ FAST_MATH = {
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity", "round",
+__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
            "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH]

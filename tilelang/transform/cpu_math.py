@@ -1,0 +1,96 @@
+"""``LowerCPUMath`` (CPU): math intrinsics that TVM's LLVM backend cannot lower, or lowers
+inexactly, computed the way a GPU does.
+
+* A math intrinsic of float16 or bfloat16 values (``T.erf``, ``T.cosh``, ``T.atan``, ``T.fmod``,
+  ...) is computed in float32 and rounded back once, as CUDA computes half-precision math.
+  TVM's LLVM backend has no float16 lowering for most of them ("TVM failed an internal check").
+* ``T.tanh`` calls the C library's ``tanhf`` / ``tanh``: TVM's own lowering,
+  ``(1 - exp(-2x)) / (1 + exp(-2x))``, cancels near 0 (``tanh(1e-8)`` was 0, ``tanh(1e-6)``
+  1.3% off), which the tanh approximation of GELU hits.
+* ``T.fmod`` calls ``fmodf`` / ``fmod``, which TVM's LLVM backend does not know.
+
+A vector call is made lane by lane.  GPU targets: unchanged (CUDA's own functions).
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import tirx
+
+from ..engine.target import is_cpu
+from ..ir_utils import map_nodes
+from .passes import function_pass, target_of
+
+
+def _ops(*names: str) -> set:
+    out = set()
+    for n in names:
+        try:
+            out.add(tvm.ir.Op.get(f"tirx.{n}"))
+        except Exception:  # noqa: BLE001 - an intrinsic this TVM build does not register
+            pass
+    return out
+
+
+# float -> float intrinsics whose every argument has the result's type
+_MATH = _ops("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin",
+             "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh",
+             "atanh", "erf", "sigmoid", "pow", "fmod", "atan2", "hypot", "copysign",
+             "nextafter")
+# intrinsics computed by the C library: op -> (float32 name, float64 name)
+_LIBM = {tvm.ir.Op.get("tirx.tanh"): ("tanhf", "tanh"), tvm.ir.Op.get("tirx.fmod"): ("fmodf", "fmod")}
+_HALF = ("float16", "bfloat16")
+
+
+def _same_type_math(call) -> str | None:
+    """The element type of a math intrinsic ``call`` whose arguments all have its type."""
+    if not isinstance(call.op, tvm.ir.Op) or call.op not in _MATH or \
+            not isinstance(call.ty, tvm.ir.PrimType):
+        return None
+    dtype = str(call.ty.dtype)
+    if any(str(a.ty.dtype) != dtype for a in call.args if isinstance(a.ty, tvm.ir.PrimType)):
+        return None
+    return dtype
+
+
+def _lanes_of(x, lanes: int) -> list:
+    """The ``lanes`` scalar lanes of vector expression ``x``."""
+    return [tirx.Shuffle([x], [tirx.const(k, "int32")]) for k in range(lanes)]
+
+
+def _libm(call, elem: str, lanes: int):
+    """``call`` (float32 or float64) as calls of the C library function, lane by lane."""
+    name = _LIBM[call.op][0 if elem == "float32" else 1]
+    if lanes == 1:
+        return tirx.call_pure_extern(elem, name, *call.args)
+    per_lane = [list(_lanes_of(a, lanes)) for a in call.args]
+    calls = [tirx.call_pure_extern(elem, name, *[args[k] for args in per_lane])
+             for k in range(lanes)]
+    return tirx.Shuffle(calls, [tirx.const(k, "int32") for k in range(lanes)])
+
+
+def _lower(call):
+    dtype = _same_type_math(call)
+    if dtype is None:
+        return call
+    elem, _, lanes = dtype.partition("x")
+    lanes = int(lanes or 1)
+    if elem in _HALF:
+        wide = "float32" if lanes == 1 else f"float32x{lanes}"
+        inner = tvm.ir.Call(call.op, [tirx.Cast(wide, a) for a in call.args], ret_ty=wide)
+        return tirx.Cast(dtype, _lower(inner))
+    if call.op in _LIBM and elem in ("float32", "float64"):
+        return _libm(call, elem, lanes)
+    return call
+
+
+@function_pass("tl.LowerCPUMath")
+def LowerCPUMath(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """CPU: half-precision math in float32; ``tanh`` and ``fmod`` from the C library."""
+    if not is_cpu(target_of(func)):
+        return func
+    body = map_nodes(func.body, [(tvm.ir.Call, _lower)])
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
+__all__ = ["LowerCPUMath"]
