@@ -32,6 +32,7 @@ from tvm.script.parser.core import dispatch, doc
 from tvm.script.parser.core.evaluator import ExprEvaluator
 
 from ..errors import DSLError, DSLTypeError, source_location
+from ..ops.atomic import check_eager_results, eager_results
 from .loop import check_parallel_jumps, clear_pending, mark_parallel_loops, python_steps
 
 
@@ -49,6 +50,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
         extra_vars = _utils.inspect_function_capture(fn)
         enclosing_annotation_names(fn, extra_vars)
         clear_pending()
+        eager_results.clear()
         try:
             with scalar_bindings() as bindings:
                 f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
@@ -66,6 +68,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
         check_bindings(f, bindings)
         check_constant_indices(f)
         check_parallel_jumps(f)
+        check_eager_results(f)
         setattr(f, "__name__", fn.__name__)
         return f
 

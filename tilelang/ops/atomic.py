@@ -78,21 +78,82 @@ def _memory_order(memory_order: Any, opname: str, default: str,
                    "cuda::memory_order number)")
 
 
+# The per-thread variables holding the results of expression-form atomics parsed so far
+# (buffer handle -> the call as written), for :func:`check_eager_results`.
+eager_results: dict = {}
+
+
 def _emit_with_result(op: Atomic, dtype: str, lanes: int = 1):
     """Place ``op`` as a statement that stores its result into a fresh per-thread variable
     (``lanes`` elements for the vector adds) and return the read of that variable (a vector
     of ``lanes`` for those)."""
     from tvm.script import tirx as _T
 
+    name = f"T.atomic_{op.kind}" + (f"x{lanes}" if lanes > 1 else "") + \
+        ("(...)" if op.kind == "load" else "(..., return_prev=True)")
     if lanes > 1:
         buf = _T.alloc_buffer((lanes,), dtype, scope="local")
+        eager_results[buf.__chandle__()] = name
         _T.evaluate(op.replace(prev=R.full_region(buf)).to_call())
         return tirx.BufferLoad(buf, [tirx.Ramp(tirx.const(0, "int32"), tirx.const(1, "int32"),
                                                lanes)])
     var = _T.alloc_scalar(dtype, scope="local.var")
     load = getattr(var, "scalar", var)
+    eager_results[load.source.__chandle__()] = name
     _T.evaluate(op.replace(prev=R.full_region(load.source)).to_call())
     return load
+
+
+def check_eager_results(func: tirx.PrimFunc) -> None:
+    """Raise :class:`DSLError` where the value of an expression-form atomic is read only on
+    one side of a condition (``T.if_then_else(c, T.atomic_add(..., return_prev=True), 0)``,
+    ``x if c else y``, the right operand of ``and``/``or``): the atomic is made as a statement
+    before the one containing it, whether or not the condition holds."""
+    import tvm_ffi
+
+    from ..errors import source_location
+
+    if not eager_results:
+        return
+    ite = tvm.ir.Op.get("prim.if_then_else")
+    found: list = []
+
+    def reads_result(e) -> str | None:
+        hit = []
+        tvm_ffi.structural_walk(e, (tvm.ir.TensorLoad, lambda x: hit.append(
+            eager_results.get(x.source.__chandle__()))))
+        return next((h for h in hit if h), None)
+
+    def conditional_parts(e) -> list:
+        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and e.op.same_as(ite):
+            return [e.args[1], e.args[2]]
+        if isinstance(e, tirx.Select):
+            return [e.true_value, e.false_value]
+        if isinstance(e, (tirx.And, tirx.Or)):
+            return [e.b]
+        return []
+
+    def on_stmt(st):
+        if found:
+            return
+        parts = []
+        for t in (tvm.ir.Call, tirx.Select, tirx.And, tirx.Or):
+            tvm_ffi.structural_walk(st, (t, lambda e: parts.extend(conditional_parts(e))))
+        for p in parts:
+            name = reads_result(p)
+            if name:
+                found.append((name, st.span))
+                return
+
+    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_stmt), (tirx.Evaluate, on_stmt),
+                                        (tirx.Bind, on_stmt)])
+    if found:
+        name, span = found[0]
+        where = source_location(span)
+        raise DSLError(f"{name} is read on one side of a condition, but "
+                       "it is made before the statement that contains it whether or not the "
+                       "condition holds; make it under an `if` statement instead"
+                       + (f"\n  {where}" if where else ""))
 
 
 def _scalar_dst(dst: Any, opname: str):

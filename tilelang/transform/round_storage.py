@@ -14,6 +14,7 @@ cleared and its quiet bit set, so it stays a NaN of the same sign, as on a GPU. 
 
 from __future__ import annotations
 
+import tvm
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
@@ -24,23 +25,34 @@ from .passes import function_pass, target_of
 BF16 = "bfloat16"
 
 
+def _typed(x: tirx.PrimExpr, elem: str) -> tuple:
+    """(``elem`` with ``x``'s lanes, a function making constants of that type)."""
+    lanes = int(tvm.DataType(str(x.ty.dtype)).lanes)
+    ty = elem if lanes == 1 else f"{elem}x{lanes}"
+    return ty, (lambda v: tirx.const(v, elem) if lanes == 1 else
+                tirx.Broadcast(tirx.const(v, elem), lanes))
+
+
 def round_to_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """The float32 value of ``x`` (float32) rounded to the nearest bfloat16, ties to even."""
-    bits = tirx.reinterpret("uint32", x)
-    lsb = tirx.bitwise_and(tirx.shift_right(bits, tirx.const(16, "uint32")),
-                           tirx.const(1, "uint32"))
-    rounded = tirx.bitwise_and(bits + tirx.const(0x7FFF, "uint32") + lsb,
-                               tirx.const(0xFFFF0000, "uint32"))
-    return tirx.Select(tirx.isnan(x), x, tirx.reinterpret("float32", rounded))
+    """The float32 value of ``x`` (float32, or a float32 vector) rounded to the nearest
+    bfloat16, ties to even."""
+    u32, c = _typed(x, "uint32")
+    f32, _ = _typed(x, "float32")
+    bits = tirx.reinterpret(u32, x)
+    lsb = tirx.bitwise_and(tirx.shift_right(bits, c(16)), c(1))
+    rounded = tirx.bitwise_and(bits + c(0x7FFF) + lsb, c(0xFFFF0000))
+    return tirx.Select(tirx.isnan(x), x, tirx.reinterpret(f32, rounded))
 
 
 def quiet_nan_for_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
-    """``x`` (float32), a NaN made one whose bits below the bfloat16 ones are 0 (quiet, same
-    sign), so that truncating or rounding the bit pattern keeps it a NaN."""
-    bits = tirx.reinterpret("uint32", x)
-    kept = tirx.bitwise_or(tirx.bitwise_and(bits, tirx.const(0xFFFF0000, "uint32")),
-                           tirx.const(0x00400000, "uint32"))
-    return tirx.Select(tirx.isnan(x), tirx.reinterpret("float32", kept), x)
+    """``x`` (float32, or a float32 vector), a NaN made one whose bits below the bfloat16
+    ones are 0 (quiet, same sign), so that truncating or rounding the bit pattern keeps it a
+    NaN."""
+    u32, c = _typed(x, "uint32")
+    f32, _ = _typed(x, "float32")
+    bits = tirx.reinterpret(u32, x)
+    kept = tirx.bitwise_or(tirx.bitwise_and(bits, c(0xFFFF0000)), c(0x00400000))
+    return tirx.Select(tirx.isnan(x), tirx.reinterpret(f32, kept), x)
 
 
 class _Round(StmtMutator):
@@ -50,9 +62,11 @@ class _Round(StmtMutator):
     def visit_BufferStore(self, s):
         if str(s.buffer.dtype) != BF16:
             return s
-        x = tirx.Cast("float32", s.value)
-        value = tirx.Cast(BF16, quiet_nan_for_bf16(x) if s.buffer.__chandle__() in self.params
-                          else round_to_bf16(x))
+        lanes = int(tvm.DataType(str(s.value.ty.dtype)).lanes)
+        suffix = "" if lanes == 1 else f"x{lanes}"
+        x = tirx.Cast(f"float32{suffix}", s.value)
+        kept = quiet_nan_for_bf16 if s.buffer.__chandle__() in self.params else round_to_bf16
+        value = tirx.Cast(f"{BF16}{suffix}", kept(x))
         return tirx.BufferStore(s.buffer, value, list(s.indices))
 
 

@@ -279,3 +279,35 @@ def test_atomic_outside_its_tensor_is_dropped_on_cuda():
     assert made < dropped
     assert "smem_ptr)[0] = 0x0p+0f" in src[dropped:dropped + 80]  # its old value: 0
     assert "AtomicAdd((&(H_ptr[2]))" in src and "AtomicAdd((&(H_ptr[3]))" in src
+
+
+@pytest.mark.parametrize("form", ["if_then_else", "conditional expression", "and"])
+def test_an_atomic_read_on_one_side_of_a_condition_is_refused(form):
+    # the atomic is made before the statement containing it, whether or not the condition holds
+    with pytest.raises(DSLError, match=r"T.atomic_add\(\.\.\., return_prev=True\) is read on "
+                       r"one side of a condition(.|\n)*the statement"):
+        @T.prim_func
+        def main(X: T.Tensor((2,), "int32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    if form == "if_then_else":
+                        X[0] = T.if_then_else(i % 2 == 0, T.atomic_add(X[1], 1, return_prev=True), 9)  # the statement
+                    elif form == "and":
+                        X[0] = T.Cast("int32", (i % 2 == 0) and (T.atomic_add(X[1], 1, return_prev=True) > 0))  # the statement
+                    else:
+                        X[0] = T.atomic_add(X[1], 1, return_prev=True) if i % 2 == 0 else 9  # the statement
+
+
+def test_an_atomic_under_an_if_statement_is_made_only_when_it_holds():
+    @T.prim_func
+    def main(X: T.Tensor((2,), "int32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(4):
+                if i % 2 == 0:
+                    X[0] = X[0] + T.atomic_add(X[1], 1, return_prev=True)
+                else:
+                    X[0] = X[0] + 100
+
+    x = torch.zeros(2, dtype=torch.int32)
+    tilelang.compile(main, target="cpu")(x)
+    assert x.tolist() == [201, 2]
