@@ -28,6 +28,7 @@ from .errors import (  # noqa: F401
     CompileError,
     DSLError,
     DSLTypeError,
+    DivisionByZeroError,
     KernelArgumentError,
     KernelArgumentTypeError,
     KernelMismatchError,

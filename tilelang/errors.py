@@ -67,6 +67,12 @@ class OutOfBoundsError(TileLangError, IndexError):
     off."""
 
 
+class DivisionByZeroError(TileLangError, ZeroDivisionError):
+    """A kernel run on the CPU backend divided an integer by zero (or took its remainder);
+    the message names the kernel and the user's source line.  The quotient is taken as 0 and
+    the kernel runs on; CUDA gives an unspecified value."""
+
+
 def source_location(span: Any) -> str | None:
     """``"at FILE:LINE: <source line>"`` for a TVMScript ``Span``, or ``None`` without one."""
     spans = getattr(span, "spans", None)  # a SequentialSpan: the innermost scope is last

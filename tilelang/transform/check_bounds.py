@@ -30,7 +30,7 @@ from tvm.sym import Analyzer
 from tvm.tirx.buffer import is_buffer_var
 
 from ..engine.target import is_cpu
-from ..errors import OutOfBoundsError, source_location
+from ..errors import DivisionByZeroError, OutOfBoundsError, source_location
 from ..ops.base import decode
 from ..ops.loops import dtype_of
 from . import pass_config
@@ -43,6 +43,15 @@ LOAD = tvm.ir.TensorLoad  # what ``tirx.BufferLoad(...)`` builds
 CHUNKS = 64  # parallel chunks of the grid, each recording its own first failure
 
 tvm_ffi.register_error("tilelang.OutOfBoundsError", OutOfBoundsError)
+tvm_ffi.register_error("tilelang.DivisionByZeroError", DivisionByZeroError)
+DIVISION = "tilelang.division_by_zero"
+
+
+@tvm_ffi.register_global_func(DIVISION)
+def _report_division(kernel: str, where: str) -> None:
+    """Raise the error of an integer division by zero (called by the kernel after its grid)."""
+    raise DivisionByZeroError(f"{kernel}: integer division or remainder by zero"
+                              + (f"\n  {where}" if where else ""))
 
 
 @tvm_ffi.register_global_func(CALLBACK)
@@ -81,14 +90,15 @@ def MarkSourceLines(func: tirx.PrimFunc) -> tirx.PrimFunc:
 # --- CheckBounds --------------------------------------------------------------------------
 @dataclass
 class _Site:
-    """One checked access: what the error message says about it."""
+    """One checked access (or integer division): what the error message says about it."""
 
-    buffer: Any
-    access: str  # "read" or "write"
+    buffer: Any  # None for a division
+    access: str  # "read", "write" or "division"
     where: str
     ndim: int
 
 
+_DIVISIONS = (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod,
            tirx.Min, tirx.Max, tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And,
            tirx.Or)
@@ -239,6 +249,8 @@ class _Checker:
             value = self.expr(e.value, ctx)
             body = self.expr(e.body, ctx + (("let", e.var, value),))
             return tirx.Let(e.var, value, body)
+        if isinstance(e, _DIVISIONS) and _is_scalar(e) and dtype_of(e).startswith(("int", "uint")):
+            return self.division(e, ctx)
         if isinstance(e, _BINARY):
             a, b = self.expr(e.a, ctx), self.expr(e.b, ctx)
             return e if a.same_as(e.a) and b.same_as(e.b) else type(e)(a, b)
@@ -260,6 +272,35 @@ class _Checker:
         # Any other node: its loads are checked under the context reached so far.
         return tvm_ffi.structural_map(
             e, (LOAD, lambda x: self._guard_load(x, ctx)))
+
+    def division(self, e, ctx):
+        """An integer ``a / b`` or ``a % b`` whose divisor may be 0 (a failure is recorded, the
+        quotient is 0) or, signed, -1 (``INT_MIN / -1`` traps on x86: the quotient is ``-a``,
+        wrapping, the remainder 0), computed without trapping."""
+        a, b = self.expr(e.a, ctx), self.expr(e.b, ctx)
+        ty = dtype_of(e)
+        zero, one = tirx.const(0, ty), tirx.const(1, ty)
+        nonzero = self._provable(tirx.NE(b, zero), ctx)
+        signed = ty.startswith("int")
+        not_minus_one = not signed or self._provable(tirx.NE(b, tirx.const(-1, ty)), ctx)
+        if nonzero and not_minus_one:
+            return e if a.same_as(e.a) and b.same_as(e.b) else type(e)(a, b)
+        risky = []
+        if not nonzero:
+            self.pending.append((ctx, tirx.NE(b, zero), _Site(None, "division",
+                                                                self.where[-1], 0), []))
+            risky.append(tirx.EQ(b, zero))
+        if not not_minus_one:
+            risky.append(tirx.EQ(b, tirx.const(-1, ty)))
+        bad = risky[0] if len(risky) == 1 else tirx.Or(*risky)
+        out = type(e)(a, tirx.Select(bad, one, b))
+        if not not_minus_one:
+            quotient = isinstance(e, (tirx.Div, tirx.FloorDiv))
+            out = tirx.Select(tirx.EQ(b, tirx.const(-1, ty)), (zero - a) if quotient else zero,
+                              out)
+        if not nonzero:
+            out = tirx.Select(tirx.EQ(b, zero), zero, out)
+        return out
 
     def _guard_load(self, e, ctx):
         if not is_buffer_var(e.source):
@@ -396,6 +437,10 @@ def CheckBounds(func: tirx.PrimFunc) -> tirx.PrimFunc:
                     tirx.ForKind.SERIAL, tirx.BufferStore(err, tirx.const(0, "int64"), [i]))
     report = None
     for n, site in reversed(list(enumerate(checker.sites, 1))):
+        if site.buffer is None:
+            call = tirx.Evaluate(tirx.call_packed(DIVISION, name, site.where))
+            report = tirx.IfThenElse(tirx.BufferLoad(err, [c * width]) == n, call, report)
+            continue
         args = [name, site.buffer.name, site.access, site.where, site.ndim]
         args += [tirx.BufferLoad(err, [c * width + 1 + d]) for d in range(site.ndim)]
         args += [_dim(d, func) for d in site.buffer.shape]

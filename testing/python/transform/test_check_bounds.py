@@ -210,3 +210,29 @@ def test_check_bounds_leaves_cuda_alone():
     mod = LowerTileOps()(bind(store_past_end(), cuda))
     with pass_config.scope({}):
         assert CheckBounds()(mod)["main"].same_as(mod["main"])
+
+
+def _divide(op):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32"), C: T.Tensor((4,), "int32")):
+        with T.Kernel(2, threads=1):
+            for i in T.Parallel(4):
+                C[i] = A[i] // B[i] if op == "//" else A[i] % B[i]  # the division
+
+    return tilelang.compile(main, out_idx=[2], target="cpu")
+
+
+@pytest.mark.parametrize("op", ["//", "%"])
+def test_an_integer_division_by_zero_is_an_error_not_a_crash(op):
+    # x86 traps (SIGFPE) on an integer division by zero: the Python process died
+    from tilelang.errors import DivisionByZeroError
+
+    k = _divide(op)
+    a = torch.tensor([4, 5, -2**31, 7], dtype=torch.int32)
+    with pytest.raises(DivisionByZeroError, match=r"main: integer division or remainder by "
+                       r"zero\n  at .*the division"):
+        k(a, torch.tensor([1, 0, 1, 1], dtype=torch.int32))
+    # INT_MIN / -1 traps too: it wraps (the remainder is 0); the other elements are exact
+    b = torch.tensor([3, -2, -1, 2], dtype=torch.int32)
+    want = torch.tensor([1, -3, -2**31, 3] if op == "//" else [1, -1, 0, 1], dtype=torch.int32)
+    assert k(a, b).tolist() == want.tolist()
