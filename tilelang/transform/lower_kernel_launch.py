@@ -77,10 +77,15 @@ class _CPULaunch(StmtMutator):
             if isinstance(ext, tirx.IntImm) and int(ext) == 1:
                 vmap[var] = tirx.const(0, dtype_of(var))
             elif uses_var(body, var):
+                from ..device.thread_group import GROUP_ATTR
+
+                grouped = find_all(body, tirx.AttrStmt, lambda a: a.attr_key == GROUP_ATTR)
+                why = ("splits its threads into groups (T.ws, or an if on the thread index), "
+                       "which run at the same time and may wait for each other" if grouped else
+                       f"reads the thread index {var.name} directly (T.get_thread_binding)")
                 raise LoweringError(
-                    f"the CPU backend runs each block on one thread, but the kernel reads the "
-                    f"thread index {var.name} directly (T.get_thread_binding); write the "
-                    "per-thread work with tile operators or T.Parallel")
+                    f"the CPU backend runs each block on one thread, but the kernel {why}; "
+                    "write the per-thread work with tile operators or T.Parallel")
             else:
                 vmap[var] = tirx.const(0, dtype_of(var))
         body = _DropBarriers()(_SerialParallel()(body))

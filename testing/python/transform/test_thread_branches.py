@@ -423,3 +423,20 @@ def test_branches_of_one_chain_are_not_synchronized_with_each_other():
     first = body.split("if (((int)threadIdx.x) < 128) {", 1)[1].split(
         "if (128 <= ((int)threadIdx.x)) {", 1)[0]
     assert "__syncthreads" not in first
+
+
+def test_a_ws_kernel_is_refused_on_the_cpu_naming_its_thread_groups():
+    # it never calls T.get_thread_binding: the message names the groups instead
+    @T.prim_func
+    def hand_off(A: T.Tensor((256, 64), "float32"), B: T.Tensor((256, 64), "float32")):
+        with T.Kernel(4, threads=256) as bx:
+            S = T.alloc_shared((64, 64), "float32")
+            with T.ws(0):
+                T.copy(A[bx * 64, 0], S)
+            with T.ws(1):
+                for i, j in T.Parallel(64, 64):
+                    B[bx * 64 + i, j] = S[i, j] * 2.0
+
+    with pytest.raises(LoweringError, match=r"CPU backend .* splits its threads into groups "
+                       r"\(T.ws, or an if on the thread index\)"):
+        tilelang.compile(hand_off, target="cpu")
