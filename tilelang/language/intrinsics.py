@@ -317,15 +317,22 @@ def dp4a(A: Any, B: Any, C: Any) -> None:
     _T.buffer_store(c, total, ic)
 
 
-def _same_as(fn, name: str):
+def _same_as(fn, name: str, doc: str | None = None):
+    """``fn`` of a floating-point value (a Python number is a float32 constant); any other
+    type is a :class:`DSLTypeError` naming ``T.<name>`` (TVM would build an integer call that
+    no backend lowers)."""
     def intrinsic(x: Any) -> Any:
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            x = tirx.const(float(x), "float32")
         dtype = str(getattr(x, "dtype", "float32"))
         if not dtype.startswith(("float16", "bfloat16", "float32", "float64")):
-            raise DSLTypeError(f"T.{name} only supports floating-point inputs, but got {dtype}")
+            raise DSLTypeError(f"T.{name} only supports floating-point inputs, but got {dtype}"
+                               f" (convert it first: T.{name}(T.cast(x, \"float32\")))")
         return fn(x)
 
     intrinsic.__name__ = name
-    intrinsic.__doc__ = f"``T.{name}(x)``: the same function as ``{fn.__name__}`` (see module doc)."
+    intrinsic.__doc__ = doc or \
+        f"``T.{name}(x)``: the same function as ``{fn.__name__}`` (see module doc)."
     return intrinsic
 
 
@@ -335,6 +342,12 @@ FAST_MATH = {
     "__tan": _T.tan, "__sqrt": _T.sqrt, "__rsqrt": _T.rsqrt,
 }
 globals().update({name: _same_as(fn, name) for name, fn in FAST_MATH.items()})
+# TVMScript's float functions, refusing other types by name
+FLOAT_MATH = ("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin",
+              "cos", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh",
+              "atanh", "erf", "sigmoid")
+globals().update({name: _same_as(getattr(_T, name), name, getattr(_T, name).__doc__)
+                  for name in FLOAT_MATH})
 
 __all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
-           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH]
+           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH, *FLOAT_MATH]

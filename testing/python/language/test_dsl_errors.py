@@ -373,3 +373,16 @@ def test_a_jump_of_a_loop_inside_a_parallel_loop_is_fine():
                     if A[i * 4 + k] < 0:
                         break
                     B[i] = B[i] + A[i * 4 + k]
+
+
+def test_a_float_function_of_an_integer_names_the_function_and_line():
+    # TVM built an integer exp that no backend lowers ("TVM failed an internal check")
+    from tilelang.errors import DSLTypeError
+
+    with pytest.raises(DSLTypeError, match=r"T.exp only supports floating-point inputs, but got "
+                       r"int32(.|\n)*the call"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    B[i] = T.exp(A[i])  # the call
