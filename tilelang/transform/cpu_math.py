@@ -8,6 +8,9 @@ inexactly, computed the way a GPU does.
   ``(1 - exp(-2x)) / (1 + exp(-2x))``, cancels near 0 (``tanh(1e-8)`` was 0, ``tanh(1e-6)``
   1.3% off), which the tanh approximation of GELU hits.
 * ``T.fmod`` calls ``fmodf`` / ``fmod``, which TVM's LLVM backend does not know.
+* An integer shift by the type's width or more (an amount known at run time) gives what the
+  GPU's ``shl``/``shr`` give, which clamp the amount: 0, or for a right shift of a signed value
+  its sign (LLVM leaves it undefined; x86 shifts by the amount modulo the width).
 
 A vector call is made lane by lane.  GPU targets: unchanged (CUDA's own functions).
 """
@@ -84,12 +87,32 @@ def _lower(call):
     return call
 
 
+def _shift(node):
+    """A scalar integer shift whose amount may reach the width, clamped as on the GPU."""
+    ty = str(node.ty.dtype)
+    if not ty.startswith(("int", "uint")) or "x" in ty:
+        return node
+    bits = tvm.DataType(ty).bits
+    n = node.b
+    if isinstance(n, tirx.IntImm) and 0 <= n.value < bits:
+        return node
+    amount_ty = str(n.ty.dtype)
+    wide = tirx.Cast(f"uint{max(tvm.DataType(amount_ty).bits, 8)}", n) >= bits  # negative: huge
+    if isinstance(node, tirx.LShift) or ty.startswith("uint"):
+        overflow = tirx.const(0, ty)
+    else:
+        overflow = tirx.RShift(node.a, tirx.const(bits - 1, ty))  # the sign
+    return tirx.Select(wide, overflow, node)
+
+
 @function_pass("tl.LowerCPUMath")
 def LowerCPUMath(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """CPU: half-precision math in float32; ``tanh`` and ``fmod`` from the C library."""
+    """CPU: half-precision math in float32; ``tanh`` and ``fmod`` from the C library; wide
+    integer shifts clamped as on the GPU."""
     if not is_cpu(target_of(func)):
         return func
-    body = map_nodes(func.body, [(tvm.ir.Call, _lower)])
+    body = map_nodes(func.body, [(tvm.ir.Call, _lower), (tirx.LShift, _shift),
+                                 (tirx.RShift, _shift)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

@@ -64,3 +64,36 @@ def test_fmod_atan2_and_pow(dtype):
                                torch.atan2(a.double(), b.double()).to(t), rtol=2e-7, atol=0)
     torch.testing.assert_close(_binary("pow", dtype, 6)(a.abs(), b),
                                torch.pow(a.abs().double(), b.double()).to(t), rtol=2e-7, atol=0)
+
+
+def _shifts():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), S: T.Tensor((8,), "int32"), O: T.Tensor((2, 8), "int32")):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                O[0, i] = A[i] << S[i]
+                O[1, i] = A[i] >> S[i]
+
+    return main
+
+
+SHIFT_A = [3, 3, 3, -8, -8, 1, 5, -5]
+SHIFT_S = [31, 32, 33, 32, 33, 64, -1, 2]
+# the GPU's shl/shr clamp the amount (a negative one is a huge unsigned one)
+SHIFT_WANT = [[-2**31, 0, 0, 0, 0, 0, 0, -20], [0, 0, 0, -1, -1, 0, 0, -2]]
+
+
+def test_shifts_by_the_width_or_more_clamp_as_on_the_gpu():
+    k = tilelang.compile(_shifts(), out_idx=[2], target="cpu")
+    o = k(torch.tensor(SHIFT_A, dtype=torch.int32), torch.tensor(SHIFT_S, dtype=torch.int32))
+    assert o.tolist() == SHIFT_WANT
+
+
+@pytest.mark.gpu
+def test_shifts_by_the_width_or_more_on_the_gpu_match_the_cpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    k = tilelang.compile(_shifts(), out_idx=[2])
+    o = k(torch.tensor(SHIFT_A, dtype=torch.int32, device="cuda"),
+          torch.tensor(SHIFT_S, dtype=torch.int32, device="cuda"))
+    assert o.cpu().tolist() == SHIFT_WANT
