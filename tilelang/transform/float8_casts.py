@@ -1,20 +1,24 @@
-"""``ExactFloat8Casts`` (CPU): conversions to and from float8 (``float8_e4m3fn``,
-``float8_e5m2``) written out as integer arithmetic on their bits, with the GPU's semantics.
+"""``ExactFloat8Casts`` (CPU): float8 (``float8_e4m3fn``, ``float8_e5m2``) values computed
+exactly, with the GPU's semantics: float8 buffers hold their bits, float8 values are float32.
 
-TVM's LLVM lowering of these casts gives wrong values on the CPU backend: 0 decodes as
-0.0078125, 500 encodes as -0.0, infinity as 1.0, NaN as 1.5.  Here decoding is exact
-(subnormals, and for e5m2 infinities and NaNs, included), and encoding rounds to nearest even,
-saturates finite overflow and infinities to the largest finite value (as CUDA's
-``__nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...)`` does) and keeps NaN a NaN.  Wider sources
-(float16, bfloat16, float64) go through float32 first.  The casts rewritten are the loads of
-global float8 tensors converted to a wider type and the stores of a converted value into them
-(where float8 values cross the kernel's boundary): TVM's own ``FP8ComputeLegalize`` moves
-kernel-local float8 buffers to float32, so a bit-level rewrite of those would not survive it;
-a kernel with any other float8 value is left to TVM whole (its casts keep TVM's values).
+TVM's LLVM lowering of float8 gives wrong values on the CPU backend: 0 decodes as 0.0078125,
+500 encodes as -0.0, infinity as 1.0, NaN as 1.5; and its ``FP8ComputeLegalize`` keeps
+kernel-local float8 buffers (a shared tile staging a float8 GEMM's operands) in float32 through
+those conversions.  Here every kernel-local float8 buffer becomes a ``uint8`` buffer of its bits,
+and every float8 tensor parameter is read and written as bits; a float8 value is computed in
+float32: decoding is exact (subnormals, and for e5m2 infinities and NaNs, included), and
+encoding rounds to nearest even, saturates finite overflow and infinities to the largest finite
+value (as CUDA's ``__nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...)`` does) and keeps NaN a NaN.
+A float8 value moved from one float8 buffer to another keeps its bits; ``+ - * / min max`` of
+float8 values (and a conversion between the two formats) are rounded back to float8 once, as
+``PromoteNarrowFloatArith`` has CUDA do.  Wider sources (float16, bfloat16, float64) go through
+float32 first.  A kernel with a float8 value of any other form (a call on float8 values, a
+pointer to a float8 element) is left to TVM whole.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -48,11 +52,25 @@ def _c(value, scalar: str, lanes: int):
     return v if lanes == 1 else tirx.Broadcast(v, lanes)
 
 
-def _decode(x, fmt, lanes: int):
-    """float32 value of the float8 expression ``x``."""
+def _once(x, name: str, build):
+    """``build(v)`` with ``v`` standing for ``x`` evaluated once (a ``Let`` unless ``x`` is a
+    variable or a constant): the bit arithmetic reads its input several times, and nested
+    conversions would otherwise grow exponentially."""
+    if isinstance(x, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
+        return build(x)
+    v = tirx.Var(name, str(x.ty.dtype))
+    return tirx.Let(v, x, build(v))
+
+
+def _decode(b8, fmt, lanes: int):
+    """float32 value of the float8 bits ``b8`` (``uint8``, ``lanes`` of them)."""
+    return _once(b8, "f8_bits", lambda v: _decode_var(v, fmt, lanes))
+
+
+def _decode_var(b8, fmt, lanes: int):
     e_bits, m_bits, bias, _max, _nan, has_inf = fmt
     u32, f32 = _vec("uint32", lanes), _vec("float32", lanes)
-    b = tirx.Cast(u32, tirx.reinterpret(_vec("uint8", lanes), x))
+    b = tirx.Cast(u32, b8)
     c = lambda v: _c(v, "uint32", lanes)  # noqa: E731
     sign = tirx.bitwise_and(b, c(0x80))
     e = tirx.bitwise_and(tirx.shift_right(b, c(m_bits)), c((1 << e_bits) - 1))
@@ -80,8 +98,13 @@ def _rne_shift(v, s, c):
     return tirx.shift_right(v + half + odd, s)
 
 
-def _encode(x, dst: str, fmt, lanes: int):
-    """The float8 ``dst`` value nearest ``x`` (float32), saturating, NaN kept."""
+def _encode(x, fmt, lanes: int):
+    """The bits (``uint8``) of the float8 value nearest ``x`` (float32), saturating, NaN
+    kept."""
+    return _once(x, "f8_value", lambda v: _encode_var(v, fmt, lanes))
+
+
+def _encode_var(x, fmt, lanes: int):
     _e_bits, m_bits, bias, max_code, nan_code, _has_inf = fmt
     u32 = _vec("uint32", lanes)
     c = lambda v: _c(v, "uint32", lanes)  # noqa: E731
@@ -100,74 +123,167 @@ def _encode(x, dst: str, fmt, lanes: int):
     code = tirx.Min(code, c(max_code))  # finite overflow and infinity saturate
     code = tirx.Select(mag > c(0x7F800000), c(nan_code), code)
     code = tirx.bitwise_or(code, sign)
-    return tirx.reinterpret(dst, tirx.Cast(_vec("uint8", lanes), code))
+    return tirx.Cast(_vec("uint8", lanes), code)
 
 
-def _global_float8(node) -> tuple | None:
-    """The float8 format of a load from a global buffer, else ``None``."""
-    if not isinstance(node, tvm.ir.TensorLoad) or node.source.scope() != "global":
+def _host_float8(c: tirx.FloatImm) -> np.ndarray:
+    """The float8 constant ``c`` as a numpy scalar of its type (``ml_dtypes``)."""
+    import ml_dtypes
+
+    return np.array(c.value, dtype=getattr(ml_dtypes, str(c.ty.dtype)))
+
+
+def _format(e) -> tuple | None:
+    """The float8 format of expression ``e``'s type, else ``None`` (pointers included)."""
+    if not isinstance(getattr(e, "ty", None), tvm.ir.PrimType):
         return None
-    return _FORMATS.get(_scalar_name(str(node.source.dtype)))
+    return _FORMATS.get(_scalar_name(str(e.ty.dtype)))
 
 
-def _rewrite_load(cast):
-    """``cast(load of a global float8 tensor)`` to a wider type: decoded exactly."""
-    if not isinstance(cast.value.ty, tvm.ir.PrimType):  # a pointer cast
-        return cast
-    fmt = _global_float8(cast.value)
-    dst = str(cast.ty.dtype)
-    if fmt is None or _FORMATS.get(_scalar_name(dst)) is not None:
-        return cast
-    val = _decode(cast.value, fmt, _lanes(dst))
-    return val if _scalar_name(dst) == "float32" else tirx.Cast(dst, val)
+_ARITH = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Min, tirx.Max)
+_COMPARE = (tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+_REINTERPRET = tvm.ir.Op.get("tirx.reinterpret")
+_IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 
-def _rewrite_store(store):
-    """A store of ``cast(v)`` into a global float8 tensor: encoded exactly."""
-    buf, value = store.buffer, store.value
-    fmt = _FORMATS.get(_scalar_name(str(buf.dtype)))
-    if fmt is None or buf.scope() != "global" or not isinstance(value, tirx.Cast) or \
-            not isinstance(value.value.ty, tvm.ir.PrimType):
-        return store
-    src = str(value.value.ty.dtype)
-    if _FORMATS.get(_scalar_name(src)) is not None:
-        return store
-    lanes = _lanes(str(value.ty.dtype))
-    val = value.value
-    if _scalar_name(src) != "float32":
-        val = tirx.Cast(_vec("float32", lanes), val)
-    encoded = _encode(val, str(value.ty.dtype), fmt, lanes)
-    return tirx.BufferStore(buf, encoded, store.indices, span=store.span)
+class _Unsupported(Exception):
+    """A float8 value this pass does not compute (the kernel is left to TVM)."""
+
+
+class _Float8:
+    """The rewrite of one function (module doc)."""
+
+    def __init__(self, func: tirx.PrimFunc):
+        self.params = {b.__chandle__() for b in func.buffer_map.values()}
+        self.twins: dict = {}  # kernel-local float8 buffer -> its uint8 twin
+        self.kept: set = set()  # the float8 nodes left on purpose (a parameter's bits)
+
+    def twin(self, buf):
+        key = buf.__chandle__()
+        if key not in self.twins:
+            self.twins[key] = tirx.decl_buffer(list(buf.shape), "uint8", buf.name,
+                                               scope=buf.scope())
+        return self.twins[key]
+
+    def local(self, buf) -> bool:
+        return buf.__chandle__() not in self.params and \
+            _FORMATS.get(_scalar_name(str(buf.dtype))) is not None
+
+    # float8 expression -> bits / float32 --------------------------------------------------
+    def bits(self, e, fmt):
+        """The bits (``uint8``) of float8 expression ``e`` as format ``fmt``: a load of the
+        same format keeps its bits, anything else is encoded from float32."""
+        lanes = _lanes(str(e.ty.dtype))
+        if isinstance(e, tvm.ir.TensorLoad) and _format(e) == fmt:
+            if self.local(e.source):
+                return tirx.BufferLoad(self.twin(e.source), list(e.indices))
+            if e.source.__chandle__() in self.params:
+                self.kept.add(e.__chandle__())
+                return tirx.reinterpret(_vec("uint8", lanes), e)
+            raise _Unsupported(str(e))
+        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
+                e.op.same_as(_REINTERPRET) and str(e.args[0].ty.dtype) == _vec("uint8", lanes):
+            return e.args[0]  # bits given as float8 (T.infinity): kept
+        if isinstance(e, tirx.FloatImm):  # a float8 constant: its own bits
+            return tirx.const(int(_host_float8(e).view(np.uint8)), "uint8")
+        return _encode(self.f32(e, rounded=False), fmt, lanes)
+
+    def f32(self, e, rounded: bool = True):
+        """The float32 value (same lanes) of float8 expression ``e``; with ``rounded=False``
+        the last rounding to float8 is left out (for an encoding that rounds anyway)."""
+        fmt = _format(e)
+        lanes = _lanes(str(e.ty.dtype))
+        f32 = _vec("float32", lanes)
+        if isinstance(e, tvm.ir.TensorLoad):
+            return _decode(self.bits(e, fmt), fmt, lanes)
+        if isinstance(e, tirx.Cast):
+            src = e.value
+            if _format(src) is not None:  # the other float8 format
+                return self.rounded(self.f32(src), fmt, lanes, rounded)
+            if not isinstance(src.ty, tvm.ir.PrimType):
+                raise _Unsupported(str(e))
+            wide = src if str(src.ty.dtype) == f32 else tirx.Cast(f32, src)
+            return self.rounded(wide, fmt, lanes, rounded)
+        if isinstance(e, _ARITH):
+            return self.rounded(type(e)(self.f32(e.a), self.f32(e.b)), fmt, lanes, rounded)
+        if isinstance(e, tirx.Select):
+            return tirx.Select(e.condition, self.f32(e.true_value), self.f32(e.false_value))
+        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
+                e.op.same_as(_IF_THEN_ELSE):
+            return tirx.if_then_else(e.args[0], self.f32(e.args[1]), self.f32(e.args[2]))
+        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
+                e.op.same_as(_REINTERPRET) and str(e.args[0].ty.dtype) == _vec("uint8", lanes):
+            return _decode(e.args[0], fmt, lanes)
+        if isinstance(e, tirx.Broadcast):
+            return tirx.Broadcast(self.f32(e.value), e.lanes)
+        if isinstance(e, tirx.FloatImm):
+            return tirx.const(float(_host_float8(e).astype(np.float32)), "float32")
+        raise _Unsupported(str(e))
+
+    def rounded(self, x, fmt, lanes: int, really: bool = True):
+        """``x`` (float32) rounded to the nearest float8 of ``fmt``, as float32 (``x`` itself
+        unless ``really``)."""
+        return _decode(_encode(x, fmt, lanes), fmt, lanes) if really else x
+
+    # callbacks (children first) ------------------------------------------------------------
+    def on_cast(self, c):
+        """A float8 value converted to another type: computed from its float32 value."""
+        if _format(c) is not None or _format(c.value) is None:
+            return c
+        v = self.f32(c.value)
+        return v if str(c.ty.dtype) == str(v.ty.dtype) else tirx.Cast(c.ty, v)
+
+    def on_compare(self, e):
+        if _format(e.a) is None:
+            return e
+        return type(e)(self.f32(e.a), self.f32(e.b))
+
+    def on_call(self, c):
+        """``T.reinterpret(uint8, float8 value)``: its bits."""
+        if isinstance(c.op, tvm.ir.Op) and c.op.same_as(_REINTERPRET) and \
+                _format(c.args[0]) is not None and c.args[0].__chandle__() not in self.kept:
+            return self.bits(c.args[0], _format(c.args[0]))
+        return c
+
+    def on_store(self, s):
+        fmt = _FORMATS.get(_scalar_name(str(s.buffer.dtype)))
+        if fmt is None:
+            return s
+        bits = self.bits(s.value, fmt)
+        if self.local(s.buffer):
+            return tirx.BufferStore(self.twin(s.buffer), bits, list(s.indices), span=s.span)
+        value = tirx.reinterpret(str(s.value.ty.dtype), bits)
+        self.kept.add(value.__chandle__())
+        return tirx.BufferStore(s.buffer, value, list(s.indices), span=s.span)
+
+    def on_alloc(self, a):
+        if not self.local(a.buffer):
+            return a
+        return tirx.AllocBuffer(self.twin(a.buffer), a.annotations)
 
 
 @function_pass("tl.ExactFloat8Casts")
 def ExactFloat8Casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """CPU: casts between global float8 tensors and wider types as exact integer arithmetic
-    on the bits."""
-    if not is_cpu(target_of(func)):
+    """CPU: float8 buffers as bits and float8 values as float32, exactly (module doc)."""
+    if not is_cpu(target_of(func)) or not _float8_nodes(func.body):
         return func
-    done = []  # each rewrite keeps one float8 expression: the load decoded, the value encoded
-
-    def counted(rewrite):
-        def run(node):
-            out = rewrite(node)
-            if out is not node:
-                done.append(out)
-            return out
-        return run
-
-    body = map_nodes(func.body, [(tirx.Cast, counted(_rewrite_load)),
-                                 (tirx.BufferStore, counted(_rewrite_store))])
-    # all or nothing: a float8 value left for TVM (kernel-local float8 buffers, arithmetic on
-    # float8) makes FP8ComputeLegalize rewrite the loads under our bit casts too
-    if _float8_nodes(body) != len(done):
+    rw = _Float8(func)
+    try:
+        body = map_nodes(func.body, [(tirx.Cast, rw.on_cast), (tvm.ir.Call, rw.on_call),
+                                     (tirx.BufferStore, rw.on_store),
+                                     (tirx.AllocBuffer, rw.on_alloc)] +
+                         [(t, rw.on_compare) for t in _COMPARE])
+    except _Unsupported:
+        return func
+    # all or nothing: a float8 value left for TVM makes FP8ComputeLegalize rewrite the
+    # parameters' bits under our casts too
+    if _float8_nodes(body) != len(rw.kept) or _float8_buffers(body, rw):
         return func
     return func.with_body(body)
 
 
 def _float8_nodes(body) -> int:
-    """How many distinct expression objects of ``body`` have a float8 type (a decoded load is
-    referenced several times by its bit arithmetic)."""
+    """How many distinct expression objects of ``body`` have a float8 type."""
     found = set()
 
     def on_expr(e):
@@ -177,6 +293,18 @@ def _float8_nodes(body) -> int:
 
     tvm_ffi.structural_walk(body, [(tvm.ir.Expr, on_expr)])
     return len(found)
+
+
+def _float8_buffers(body, rw: _Float8) -> bool:
+    """Whether ``body`` still allocates or declares a kernel-local float8 buffer."""
+    left = []
+
+    def on_alloc(a):
+        if rw.local(a.buffer):
+            left.append(a)
+
+    tvm_ffi.structural_walk(body, [(tirx.AllocBuffer, on_alloc)])
+    return bool(left)
 
 
 __all__ = ["ExactFloat8Casts"]

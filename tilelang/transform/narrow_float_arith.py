@@ -5,7 +5,7 @@ CUDA's ``__nv_fp8_*`` types have no arithmetic, ``min`` or ``max`` (nvcc: "no in
 overloaded function max"), and TVM prints ``T.max(a, b)`` of two float8 values as exactly
 that.  Widening is exact for these types, and so are ``min``, ``max``, ``+``, ``-`` and ``*``
 of two of them in float32, so the single rounding back gives the correctly rounded result
-(a quotient is rounded twice).  The CPU backend computes them correctly and is left alone.
+(a quotient is rounded twice).  CPU: ``ExactFloat8Casts`` computes them the same way.
 """
 
 from __future__ import annotations

@@ -131,7 +131,9 @@ def test_infinity_of_every_float_type_with_one(dtype):
 
     k = tilelang.compile(fill_inf, out_idx=[0, 1], target="cpu")
     a, b = k()
-    assert torch.all(a.float() == float("inf")) and torch.all(b.float() == float("-inf"))
+    # float8 arithmetic (the negation) is float32 rounded back with CUDA's saturation
+    low = -torch.finfo(a.dtype).max if dtype.startswith("float8") else float("-inf")
+    assert torch.all(a.float() == float("inf")) and torch.all(b.float() == low)
     if shutil.which("nvcc"):  # and the constant prints as CUDA that compiles
         assert ".target sm_90a" in tilelang.compile(fill_inf, out_idx=[0, 1],
                                                     target="cuda -arch=sm_90a").get_ptx()

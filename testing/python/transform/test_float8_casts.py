@@ -98,3 +98,85 @@ def test_cpu_and_gpu_agree_on_float8_casts(dt):
     tilelang.compile(decode, target="cpu")(codes, a)
     tilelang.compile(decode)(codes.cuda(), b)
     assert bool(((a == b.cpu()) | (a.isnan() & b.cpu().isnan())).all())
+
+
+def _staged(dt: str):
+    """A float8 tensor staged through a shared tile and read back, then doubled into a float8
+    fragment and stored (TVM kept such tiles in float32 through its wrong conversions)."""
+    n = 256
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dt), B: T.Tensor((n,), "float32"), C: T.Tensor((n,), dt),
+             D: T.Tensor((n,), dt)):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((n,), dt)
+            F = T.alloc_fragment((n,), dt)
+            T.copy(A, S)
+            T.copy(S, B)
+            for i in T.Parallel(n):
+                F[i] = B[i] * 2.0
+            T.copy(F, C)
+            for i in T.Parallel(n):
+                F[i] = S[i] + S[i]  # float8 arithmetic: in float32, rounded back once
+            T.copy(F, D)
+
+    return main
+
+
+@pytest.mark.parametrize("dt", list(FORMATS))
+def test_kernel_local_float8_tiles_hold_exact_values(dt):
+    tdt = FORMATS[dt]
+    codes = torch.arange(256, dtype=torch.uint8).view(tdt)
+    b = torch.empty(256)
+    c, d = torch.empty(256, dtype=tdt), torch.empty(256, dtype=tdt)
+    tilelang.compile(_staged(dt), target="cpu")(codes, b, c, d)
+    ref = codes.float()
+    assert bool(((b == ref) | (b.isnan() & ref.isnan())).all())
+    assert torch.equal(b.signbit(), ref.signbit())
+    doubled = _reference(ref * 2, tdt)
+    assert _same(c, doubled) and _same(d, doubled)
+
+
+def test_a_float8_gemm_staged_in_shared_memory_runs_exactly_on_the_cpu():
+    M = N_ = K = 64
+    dt = "float8_e4m3fn"
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), dt), B: T.Tensor((K, N_), dt), C: T.Tensor((M, N_), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((M, 32), dt)
+            B_s = T.alloc_shared((32, N_), dt)
+            acc = T.alloc_fragment((M, N_), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // 32, num_stages=2):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C)
+
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(M, K, generator=g) * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(K, N_, generator=g) * 4).to(torch.float8_e4m3fn)
+    a[0, :] = 0  # zeros decoded as 0.0078125 by TVM's lowering
+    c = torch.empty(M, N_)
+    tilelang.compile(gemm, target="cpu")(a, b, c)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dt", list(FORMATS))
+def test_cpu_and_gpu_agree_on_kernel_local_float8_tiles(dt):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    tdt = FORMATS[dt]
+    codes = torch.arange(256, dtype=torch.uint8).view(tdt)
+    outs = {}
+    for dev, target in (("cpu", "cpu"), ("cuda", None)):
+        b = torch.empty(256, device=dev)
+        c, d = torch.empty(256, dtype=tdt, device=dev), torch.empty(256, dtype=tdt, device=dev)
+        kw = {"target": target} if target else {}
+        tilelang.compile(_staged(dt), **kw)(codes.to(dev), b, c, d)
+        outs[dev] = [x.cpu() for x in (b, c, d)]
+    b_cpu, b_gpu = outs["cpu"][0], outs["cuda"][0]
+    assert bool(((b_cpu == b_gpu) | (b_cpu.isnan() & b_gpu.isnan())).all())
+    assert _same(outs["cpu"][1], outs["cuda"][1]) and _same(outs["cpu"][2], outs["cuda"][2])
