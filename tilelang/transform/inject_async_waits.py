@@ -365,8 +365,10 @@ class _Waits:
         for k, flights in state.items():
             mask = np.unpackbits(np.frombuffer(k, np.uint8))[:self.threads].astype(bool)
             for side, part in zip(sides, (mask & taken, mask & ~taken)):
-                if part.any():
-                    side[np.packbits(part).tobytes()] = {m: f.copy() for m, f in flights.items()}
+                if part.any():  # classes that overlap (a loop's entry) meet: merged
+                    key = np.packbits(part).tobytes()
+                    mine = {m: f.copy() for m, f in flights.items()}
+                    side[key] = _merge_flights(side[key], mine) if key in side else mine
         return sides
 
     def bounded(self, state: dict) -> dict:

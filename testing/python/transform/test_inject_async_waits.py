@@ -492,3 +492,32 @@ def test_a_wait_for_more_groups_than_are_in_flight_completes_none():
     calls = _device_calls(lowered(main).body)
     waits = [int(c.args[0]) for c in calls if c.op.name == "tl.device.tma_store_wait"]
     assert waits == [3, 1, 0]
+
+
+def test_groups_of_every_thread_survive_a_loop_that_branches_on_the_thread_index():
+    # a wgmma group in flight before the loop (all threads) meets the loop's leader-only
+    # store: the classes of the loop's entry overlap, and the split at `tx == 0` must merge
+    # them, not keep one (the read of the accumulator then had no wait)
+    import tilelang.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"),
+             C: T.Tensor((8, 128, 128), "float32"), S_out: T.Tensor((8, 128, 64), "float16"),
+             n: T.int32):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            S = T.alloc_shared((128, 64), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.copy(A, S)
+            T.gemm(A_s, B_s, C_f, clear_accum=True, wg_wait=-1)
+            for t in T.serial(n):
+                T.tma_copy(S, S_out[t, 0, 0])
+                T.copy(C_f, C[t, 0, 0])
+
+    loop = next(lp for lp in find_all(lowered(main).body, tirx.For)
+                if any(c.op.name == "tl.device.tma_store" for c in _device_calls(lp.body)))
+    names = [c.op.name.replace("tl.device.", "") for c in _device_calls(loop.body)]
+    assert "wgmma_wait" in names
