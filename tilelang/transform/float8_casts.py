@@ -12,8 +12,10 @@ value (as CUDA's ``__nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...)`` does) and k
 A float8 value moved from one float8 buffer to another keeps its bits; ``+ - * / min max`` of
 float8 values (and a conversion between the two formats) are rounded back to float8 once, as
 ``PromoteNarrowFloatArith`` has CUDA do.  Wider sources (float16, bfloat16, float64) go through
-float32 first.  A kernel with a float8 value of any other form (a call on float8 values, a
-pointer to a float8 element) is left to TVM whole.
+float32 first.  ``T.reinterpret`` of a float8 value as ``uint8``, ``int8`` or the other float8
+format is its bits.  A kernel with a float8 value of any other form (a call on float8 values,
+a pointer to a float8 element, a ``T.view`` / ``T.reshape`` of a float8 tile) is left to TVM
+whole.
 """
 
 from __future__ import annotations
@@ -146,6 +148,19 @@ _REINTERPRET = tvm.ir.Op.get("tirx.reinterpret")
 _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 
+def _byte_reinterpret(e, lanes: int):
+    """The bits (``uint8``) of ``T.reinterpret(float8, x)`` with ``x`` of 8-bit integers, else
+    ``None``."""
+    if not (isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and
+            e.op.same_as(_REINTERPRET)):
+        return None
+    x = e.args[0]
+    ty = str(x.ty.dtype) if isinstance(x.ty, tvm.ir.PrimType) else ""
+    if ty == _vec("uint8", lanes):
+        return x
+    return tirx.reinterpret(_vec("uint8", lanes), x) if ty == _vec("int8", lanes) else None
+
+
 class _Unsupported(Exception):
     """A float8 value this pass does not compute (the kernel is left to TVM)."""
 
@@ -181,9 +196,8 @@ class _Float8:
                 self.kept.add(e.__chandle__())
                 return tirx.reinterpret(_vec("uint8", lanes), e)
             raise _Unsupported(str(e))
-        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
-                e.op.same_as(_REINTERPRET) and str(e.args[0].ty.dtype) == _vec("uint8", lanes):
-            return e.args[0]  # bits given as float8 (T.infinity): kept
+        if _byte_reinterpret(e, lanes) is not None:
+            return _byte_reinterpret(e, lanes)  # bits given as float8 (T.infinity): kept
         if isinstance(e, tirx.FloatImm):  # a float8 constant: its own bits
             return tirx.const(int(_host_float8(e).view(np.uint8)), "uint8")
         return _encode(self.f32(e, rounded=False), fmt, lanes)
@@ -211,9 +225,8 @@ class _Float8:
         if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
                 e.op.same_as(_IF_THEN_ELSE):
             return tirx.if_then_else(e.args[0], self.f32(e.args[1]), self.f32(e.args[2]))
-        if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
-                e.op.same_as(_REINTERPRET) and str(e.args[0].ty.dtype) == _vec("uint8", lanes):
-            return _decode(e.args[0], fmt, lanes)
+        if _byte_reinterpret(e, lanes) is not None:
+            return _decode(_byte_reinterpret(e, lanes), fmt, lanes)
         if isinstance(e, tirx.Broadcast):
             return tirx.Broadcast(self.f32(e.value), e.lanes)
         if isinstance(e, tirx.FloatImm):
@@ -239,11 +252,19 @@ class _Float8:
         return type(e)(self.f32(e.a), self.f32(e.b))
 
     def on_call(self, c):
-        """``T.reinterpret(uint8, float8 value)``: its bits."""
-        if isinstance(c.op, tvm.ir.Op) and c.op.same_as(_REINTERPRET) and \
-                _format(c.args[0]) is not None and c.args[0].__chandle__() not in self.kept:
-            return self.bits(c.args[0], _format(c.args[0]))
-        return c
+        """``T.reinterpret(t, float8 value)``: its bits, as ``uint8``, ``int8`` or the other
+        float8 format."""
+        if not (isinstance(c.op, tvm.ir.Op) and c.op.same_as(_REINTERPRET)) or \
+                _format(c.args[0]) is None or c.args[0].__chandle__() in self.kept:
+            return c
+        lanes = _lanes(str(c.ty.dtype))
+        bits = self.bits(c.args[0], _format(c.args[0]))
+        target = str(c.ty.dtype)
+        if target == _vec("uint8", lanes):
+            return bits
+        if target == _vec("int8", lanes) or _format(c) is not None:
+            return tirx.reinterpret(target, bits)  # a float8 one: decoded where it is used
+        raise _Unsupported(str(c))
 
     def on_store(self, s):
         fmt = _FORMATS.get(_scalar_name(str(s.buffer.dtype)))
@@ -268,6 +289,8 @@ def ExactFloat8Casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)) or not _float8_nodes(func.body):
         return func
     rw = _Float8(func)
+    if _views_of_float8_tiles(func.body, rw):
+        return func
     try:
         body = map_nodes(func.body, [(tirx.Cast, rw.on_cast), (tvm.ir.Call, rw.on_call),
                                      (tirx.BufferStore, rw.on_store),
@@ -293,6 +316,22 @@ def _float8_nodes(body) -> int:
 
     tvm_ffi.structural_walk(body, [(tvm.ir.Expr, on_expr)])
     return len(found)
+
+
+def _views_of_float8_tiles(body, rw: _Float8) -> bool:
+    """Whether a buffer is declared over a kernel-local float8 tile (``T.view``, ``T.reshape``):
+    its twin would leave the alias without storage, so such kernels are left to TVM."""
+    from ..language.view import viewed_buffer
+
+    found = []
+
+    def on_decl(d):
+        base = viewed_buffer(d)
+        if rw.local(d.buffer) or (base is not None and rw.local(base)):
+            found.append(d)
+
+    tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
+    return bool(found)
 
 
 def _float8_buffers(body, rw: _Float8) -> bool:

@@ -180,3 +180,41 @@ def test_cpu_and_gpu_agree_on_kernel_local_float8_tiles(dt):
     b_cpu, b_gpu = outs["cpu"][0], outs["cuda"][0]
     assert bool(((b_cpu == b_gpu) | (b_cpu.isnan() & b_gpu.isnan())).all())
     assert _same(outs["cpu"][1], outs["cuda"][1]) and _same(outs["cpu"][2], outs["cuda"][2])
+
+
+def test_reinterpreted_float8_values_are_their_bits():
+    # T.reinterpret to int8 (or to the other float8 format) of a float8 tile's values
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float8_e4m3fn"), B: T.Tensor((8,), "int32"),
+             C: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            S = T.alloc_shared((8,), "float8_e4m3fn")
+            for i in T.serial(8):
+                S[i] = A[i]
+            for i in T.serial(8):
+                B[i] = T.cast(T.reinterpret("int8", S[i]), "int32")
+                C[i] = T.cast(T.reinterpret("float8_e5m2", S[i]), "float32")
+
+    codes = torch.tensor([0, 1, 56, 128, 184, 192, 254, 126], dtype=torch.uint8)
+    b, c = torch.empty(8, dtype=torch.int32), torch.empty(8)
+    tilelang.compile(main, target="cpu")(codes.view(torch.float8_e4m3fn), b, c)
+    assert b.tolist() == codes.view(torch.int8).int().tolist()
+    want = codes.view(torch.float8_e5m2).float()
+    assert bool(((c == want) | (c.isnan() & want.isnan())).all())
+
+
+def test_a_view_of_a_float8_tile_is_left_to_tvm_and_compiles():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float8_e4m3fn"), B: T.Tensor((16,), "int32")):
+        with T.Kernel(1, threads=1):
+            S = T.alloc_shared((16,), "float8_e4m3fn")
+            V = T.view(S, dtype="uint8")
+            for i in T.serial(16):
+                S[i] = A[i]
+            for i in T.serial(16):
+                B[i] = T.cast(V[i], "int32")
+
+    codes = torch.arange(16, dtype=torch.uint8)
+    b = torch.empty(16, dtype=torch.int32)
+    tilelang.compile(main, target="cpu")(codes.view(torch.float8_e4m3fn), b)
+    assert b.tolist() == codes.int().tolist()
