@@ -222,7 +222,9 @@ class _Checker:
     def expr(self, e, ctx: tuple = ()):
         """``e`` with every unproven load guarded (0 when out of range); the checks go to
         ``self.pending`` in evaluation order.  ``ctx`` holds the enclosing ``if_then_else``
-        conditions and ``Let`` bindings."""
+        conditions, the left operands that an ``and`` / ``or`` right operand is evaluated
+        under (``"lazy"``: they decide whether a failure there counts, but prove nothing, since
+        LLVM evaluates both operands) and ``Let`` bindings."""
         if isinstance(e, LOAD):
             if not is_buffer_var(e.source):
                 return e
@@ -251,6 +253,12 @@ class _Checker:
             return tirx.Let(e.var, value, body)
         if isinstance(e, _DIVISIONS) and _is_scalar(e) and dtype_of(e).startswith(("int", "uint")):
             return self.division(e, ctx)
+        if isinstance(e, (tirx.And, tirx.Or)):
+            # the right operand matters only when the left does not decide: a failure there is
+            # recorded only then; LLVM evaluates both, so its guards stay ("lazy": not a fact)
+            a = self.expr(e.a, ctx)
+            b = self.expr(e.b, ctx + (("lazy", a if isinstance(e, tirx.And) else tirx.Not(a)),))
+            return e if a.same_as(e.a) and b.same_as(e.b) else type(e)(a, b)
         if isinstance(e, _BINARY):
             a, b = self.expr(e.a, ctx), self.expr(e.b, ctx)
             return e if a.same_as(e.a) and b.same_as(e.b) else type(e)(a, b)
@@ -260,9 +268,11 @@ class _Checker:
         if isinstance(e, tirx.Cast):
             v = self.expr(e.value, ctx)
             return e if v.same_as(e.value) else tirx.Cast(e.ty, v)
-        if isinstance(e, tirx.Select):
-            parts = [self.expr(x, ctx) for x in (e.condition, e.true_value, e.false_value)]
-            return tirx.Select(*parts)
+        if isinstance(e, tirx.Select):  # both values are evaluated; one of them is kept
+            c = self.expr(e.condition, ctx)
+            t = self.expr(e.true_value, ctx + (("lazy", c),))
+            f = self.expr(e.false_value, ctx + (("lazy", tirx.Not(c)),))
+            return tirx.Select(c, t, f)
         if isinstance(e, tirx.Ramp):
             return tirx.Ramp(self.expr(e.base, ctx), self.expr(e.stride, ctx), e.lanes)
         if isinstance(e, tirx.Broadcast):
@@ -339,6 +349,8 @@ class _Checker:
         cannot use as a bound) is split into the cases ``a < b`` and ``a > b``."""
         cases = [[]]
         for entry in ctx:
+            if entry[0] == "lazy":
+                continue  # not evaluated first: no fact
             if entry[0] == "cond" and _not_equal(entry[1]) is not None and len(cases) < 4:
                 a, b = _not_equal(entry[1])
                 cases = [c + [("cond", alt)] for c in cases for alt in (a < b, a > b)]
@@ -367,7 +379,7 @@ class _Checker:
         for ctx, ok, site, indices in reversed(pending):
             failed = tirx.Not(ok)
             for entry in reversed(ctx):
-                failed = tirx.And(entry[1], failed) if entry[0] == "cond" else \
+                failed = tirx.And(entry[1], failed) if entry[0] in ("cond", "lazy") else \
                     tirx.Let(entry[1], entry[2], failed)
             out = tirx.IfThenElse(failed, self._record(site, indices), out)
         return out

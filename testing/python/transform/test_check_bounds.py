@@ -236,3 +236,22 @@ def test_an_integer_division_by_zero_is_an_error_not_a_crash(op):
     b = torch.tensor([3, -2, -1, 2], dtype=torch.int32)
     want = torch.tensor([1, -3, -2**31, 3] if op == "//" else [1, -1, 0, 1], dtype=torch.int32)
     assert k(a, b).tolist() == want.tolist()
+
+
+def test_a_division_guarded_by_and_or_select_is_no_error():
+    # the right operand of `and` (and the value a Select drops) does not count where the
+    # left operand decides; LLVM evaluates it anyway, so it must still not trap
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), D: T.Tensor((8,), "int32"), B: T.Tensor((2, 8), "int32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                B[0, i] = 0
+                if D[i] != 0 and A[i] % D[i] == 0:
+                    B[0, i] = 1
+                B[1, i] = T.Select(D[i] != 0, A[i] // D[i], -1)
+
+    a = torch.arange(8, dtype=torch.int32)
+    d = torch.tensor([0, 1, 2, 0, 3, 0, 2, 5], dtype=torch.int32)
+    b = torch.empty(2, 8, dtype=torch.int32)
+    tilelang.compile(main, target="cpu")(a, d, b)
+    assert b.tolist() == [[0, 1, 1, 0, 0, 0, 1, 0], [-1, 1, 1, -1, 1, -1, 3, 1]]
