@@ -45,7 +45,7 @@ from .binding import CallBinding, key_value, tensors_key
 from .params import logical_layout
 from ..language import eager as _lang
 from ..language import parser as _parser
-from ..language.loop import clear_pending, mark_parallel_loops
+from ..language.loop import clear_pending
 
 _PARAM, _RETURN, _PRIM_FUNC = "__tl_param", "__tl_return", "__tl_prim_func"
 
@@ -356,10 +356,11 @@ def _parse(source: Source, tree: ast.Module, extra_vars: dict) -> tirx.PrimFunc:
             return doc.to_doc(tree)
 
     clear_pending()
+    _parser.eager_results.clear()
     try:
         with _constant_sizes_stay_values(), _parser.scalar_bindings() as bindings:
             func = _run_parser(_Transformed(), extra_vars)
-        func = mark_parallel_loops(func)
+        func = _parser.after_parse(func)
     except DiagnosticError as err:
         cause = _parser._root_cause(err)
         kind = DSLTypeError if isinstance(cause, TypeError) else DSLError
@@ -368,8 +369,7 @@ def _parse(source: Source, tree: ast.Module, extra_vars: dict) -> tirx.PrimFunc:
         raise dsl from None
     finally:
         clear_pending()
-    _parser.check_bindings(func, bindings)
-    _parser.check_constant_indices(func)
+    _parser.check_parsed(func, bindings)
     return func
 
 

@@ -54,7 +54,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
         try:
             with scalar_bindings() as bindings:
                 f = _parse(fn, extra_vars, check_well_formed=check_well_formed)
-            f = python_steps(mark_parallel_loops(f))
+            f = after_parse(f)
         except DiagnosticError as err:
             cause = _root_cause(err)
             kind = DSLTypeError if isinstance(cause, TypeError) else DSLError
@@ -65,10 +65,7 @@ def prim_func(func: Callable | None = None, private: bool = False,
             raise dsl from None
         finally:
             clear_pending()
-        check_bindings(f, bindings)
-        check_constant_indices(f)
-        check_parallel_jumps(f)
-        check_eager_results(f)
+        check_parsed(f, bindings)
         setattr(f, "__name__", fn.__name__)
         return f
 
@@ -79,6 +76,20 @@ def prim_func(func: Callable | None = None, private: bool = False,
 
 
 setattr(prim_func, "dispatch_token", "tirx")
+
+
+def after_parse(f: PrimFunc) -> PrimFunc:
+    """The tile language's rewrites of a function TVMScript parsed: multi-dimensional
+    ``T.Parallel`` and ``T.Persistent`` loops, negative steps."""
+    return python_steps(mark_parallel_loops(f))
+
+
+def check_parsed(f: PrimFunc, bindings) -> None:
+    """The checks of a parsed function (each raises :class:`DSLError` naming the line)."""
+    check_bindings(f, bindings)
+    check_constant_indices(f)
+    check_parallel_jumps(f)
+    check_eager_results(f)
 
 
 def enclosing_annotation_names(fn: Callable, extra_vars: dict) -> None:

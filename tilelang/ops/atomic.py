@@ -107,8 +107,9 @@ def _emit_with_result(op: Atomic, dtype: str, lanes: int = 1):
 def check_eager_results(func: tirx.PrimFunc) -> None:
     """Raise :class:`DSLError` where the value of an expression-form atomic is read only on
     one side of a condition (``T.if_then_else(c, T.atomic_add(..., return_prev=True), 0)``,
-    ``x if c else y``, the right operand of ``and``/``or``): the atomic is made as a statement
-    before the one containing it, whether or not the condition holds."""
+    ``x if c else y``, the right operand of ``and``/``or``), or by a ``while`` condition: the
+    atomic is made as a statement before the one containing it, whether or not the condition
+    holds, and once before a loop."""
     import tvm_ffi
 
     from ..errors import source_location
@@ -145,15 +146,22 @@ def check_eager_results(func: tirx.PrimFunc) -> None:
                 found.append((name, st.span))
                 return
 
+    def on_while(w):
+        name = None if found else reads_result(w.condition)
+        if name:
+            found.append((name, w.span, "while"))
+
     tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_stmt), (tirx.Evaluate, on_stmt),
-                                        (tirx.Bind, on_stmt)])
+                                        (tirx.Bind, on_stmt), (tirx.While, on_while)])
     if found:
-        name, span = found[0]
+        name, span, *kind = found[0]
         where = source_location(span)
-        raise DSLError(f"{name} is read on one side of a condition, but "
-                       "it is made before the statement that contains it whether or not the "
-                       "condition holds; make it under an `if` statement instead"
-                       + (f"\n  {where}" if where else ""))
+        why = (f"{name} in a `while` condition is made once, before the loop, not at every "
+               "test; assign it inside the loop instead") if kind else (
+            f"{name} is read on one side of a condition, but it is made before the statement "
+            "that contains it whether or not the condition holds; make it under an `if` "
+            "statement instead")
+        raise DSLError(why + (f"\n  {where}" if where else ""))
 
 
 def _scalar_dst(dst: Any, opname: str):

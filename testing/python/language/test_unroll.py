@@ -118,3 +118,32 @@ def test_a_step_of_zero_is_refused_with_its_line():
             with T.Kernel(1, threads=1):
                 for j in T.serial(0, 16, step=0):
                     O[j] = j
+
+
+def test_a_lazily_typed_kernel_gets_the_same_loop_rewrites_and_checks():
+    # parameters typed in the body go through the eager parser: negative steps, jumps out
+    # of T.Parallel loops
+    from tilelang.errors import DSLError
+
+    @T.prim_func
+    def reverse(A):
+        A: T.Tensor[[8], T.int32]
+        B = T.empty([8], T.int32)
+        with T.Kernel(1, threads=1):
+            for i in T.serial(7, -1, -1):
+                B[7 - i] = A[i]
+        return B
+
+    a = torch.arange(8, dtype=torch.int32)
+    assert tilelang.compile(reverse, target="cpu")(a).tolist() == a.flip(0).tolist()
+    with pytest.raises(DSLError, match=r"`break` cannot leave a T.Parallel loop"):
+        @T.prim_func
+        def jump(A):
+            A: T.Tensor[[8], T.float32]
+            B = T.empty([8], T.float32)
+            with T.Kernel(1, threads=8):
+                for i in T.Parallel(8):
+                    if A[i] < 0:
+                        break
+                    B[i] = A[i]
+            return B

@@ -311,3 +311,16 @@ def test_an_atomic_under_an_if_statement_is_made_only_when_it_holds():
     x = torch.zeros(2, dtype=torch.int32)
     tilelang.compile(main, target="cpu")(x)
     assert x.tolist() == [201, 2]
+
+
+def test_an_atomic_in_a_while_condition_is_refused():
+    # made once, before the loop: the loop would test a stale value
+    with pytest.raises(DSLError, match=r"T.atomic_add\(\.\.\., return_prev=True\) in a `while` "
+                       r"condition is made once, before the loop"):
+        @T.prim_func
+        def main(C: T.Tensor((1,), "int32"), N: T.Tensor((1,), "int32")):
+            with T.Kernel(1, threads=1):
+                n = T.alloc_var("int32", init=0)
+                while T.atomic_add(C[0], 1, return_prev=True) < 5 and n < 100:
+                    n = n + 1
+                N[0] = n
