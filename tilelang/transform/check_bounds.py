@@ -124,6 +124,7 @@ class _Checker:
         # the grid loop of each kernel (a function may launch several, one after the other)
         self.grids = {g.loop_var.__chandle__() for g in _grid_loops(func.body)}
         self.chunk = None
+        self.grid_extents: list = []  # inside a grid loop: the factors of its extent
         self.pending: list = []  # (context, in-bounds condition, site, indices) of a statement
 
     # statements ------------------------------------------------------------------------
@@ -161,9 +162,12 @@ class _Checker:
             if s.loop_var.__chandle__() in self.grids:
                 self.chunk = tirx.Var("chunk", "int64")
                 self.slot = self.chunk * self.width
+                # the body runs only when the grid has blocks: every extent of it is >= 1
+                self.grid_extents = _factors(ext)
             body = self.stmt(s.body)
             if s.loop_var.__chandle__() in self.grids:
                 chunk, self.chunk, self.slot = self.chunk, None, tirx.const(0, "int64")
+                self.grid_extents = []
                 if self.err is not None:
                     return seq([pre, self._chunked(s, lo, ext, body, chunk)])
             return seq([pre, tirx.For(s.loop_var, lo, ext, s.kind, body, s.thread_binding,
@@ -289,10 +293,14 @@ class _Checker:
         wrapping, the remainder 0), computed without trapping."""
         a, b = self.expr(e.a, ctx), self.expr(e.b, ctx)
         ty = dtype_of(e)
-        zero, one = tirx.const(0, ty), tirx.const(1, ty)
-        nonzero = self._provable(tirx.NE(b, zero), ctx)
+        zero = tirx.const(0, ty)
+        # the block index math of the grid divides by its extents, which are >= 1 there
+        of_grid = bool(self.grid_extents) and all(
+            any(tvm_ffi.structural_equal(f, g) for g in self.grid_extents) for f in _factors(b))
+        nonzero = of_grid or self._provable(tirx.NE(b, zero), ctx)
         signed = ty.startswith("int")
-        not_minus_one = not signed or self._provable(tirx.NE(b, tirx.const(-1, ty)), ctx)
+        not_minus_one = of_grid or not signed or \
+            self._provable(tirx.NE(b, tirx.const(-1, ty)), ctx)
         if nonzero and not_minus_one:
             return e if a.same_as(e.a) and b.same_as(e.b) else type(e)(a, b)
         risky = []
@@ -302,8 +310,12 @@ class _Checker:
             risky.append(tirx.EQ(b, zero))
         if not not_minus_one:
             risky.append(tirx.EQ(b, tirx.const(-1, ty)))
-        bad = risky[0] if len(risky) == 1 else tirx.Or(*risky)
-        out = type(e)(a, tirx.Select(bad, one, b))
+        # the divisor made 1 where it is 0 or -1, by arithmetic (a Select there is hoisted by
+        # TVM's simplifier, which then folds a division by a constant 0 under the branch)
+        safe = b
+        for cond, lift in zip(risky, (1, 2) if not nonzero else (2,)):
+            safe = safe + tirx.Cast(ty, cond) * tirx.const(lift, ty)
+        out = type(e)(a, safe)
         if not not_minus_one:
             quotient = isinstance(e, (tirx.Div, tirx.FloorDiv))
             out = tirx.Select(tirx.EQ(b, tirx.const(-1, ty)), (zero - a) if quotient else zero,
@@ -393,6 +405,15 @@ class _Checker:
             writes.append(tirx.BufferStore(self.err, tirx.Cast("int64", i), [self.slot + 1 + d]))
         first = tirx.BufferLoad(self.err, [self.slot]) == tirx.const(0, "int64")
         return tirx.IfThenElse(first, seq(writes), None)
+
+
+def _factors(e) -> list:
+    """The factors of a product ``a * b * ...`` (``e`` itself otherwise)."""
+    if isinstance(e, tirx.Mul):
+        return _factors(e.a) + _factors(e.b)
+    if isinstance(e, tirx.Cast):
+        return _factors(e.value)
+    return [e]
 
 
 def _not_equal(cond):

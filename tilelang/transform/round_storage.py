@@ -9,7 +9,9 @@ writes the rounding out in float32 arithmetic (round to nearest even on the bit 
 kept), which the legalizer keeps.  Tensors passed to the kernel are stored as real bfloat16 by
 TVM's own conversion, which rounds the bit pattern with no NaN check (a float32 NaN whose payload
 lies in its low 16 bits became inf or a zero): a NaN stored there first has its low bits
-cleared and its quiet bit set, so it stays a NaN of the same sign, as on a GPU.  CPU only.
+cleared and its quiet bit set, so it stays a NaN of the same sign, as on a GPU.  A conversion
+to bfloat16 inside an expression (``T.cast(T.cast(x, "bfloat16"), "float32")``) is rounded the
+same way, where the legalizer would drop it.  CPU only.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
 from ..engine.target import is_cpu
-from ..ir_utils import StmtMutator
+from ..ir_utils import StmtMutator, map_nodes
 from .passes import function_pass, target_of
 
 BF16 = "bfloat16"
@@ -75,4 +77,17 @@ def RoundLowPrecisionStores(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)):
         return func
     params = {p.__chandle__() for p in func.params if is_buffer_var(p)}
-    return func.with_body(_Round(params)(func.body))
+    body = map_nodes(_Round(params)(func.body), [(tirx.Cast, _rounded_cast)])
+    return func.with_body(body)
+
+
+def _rounded_cast(c):
+    """A conversion to bfloat16 of a wider value, rounded to bfloat16 (TVM computes bfloat16
+    in float32 and drops the round trip of ``T.cast(T.cast(x, "bfloat16"), "float32")``)."""
+    ty = str(c.ty.dtype) if isinstance(c.ty, tvm.ir.PrimType) else ""
+    src = str(c.value.ty.dtype) if isinstance(c.value.ty, tvm.ir.PrimType) else ""
+    if not ty.startswith(BF16) or src.startswith(BF16) or not src.startswith("float"):
+        return c
+    lanes = int(tvm.DataType(ty).lanes)
+    wide = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", c.value)
+    return tirx.Cast(ty, round_to_bf16(wide))

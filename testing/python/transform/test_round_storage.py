@@ -69,3 +69,17 @@ def test_nans_stored_into_a_bf16_tensor_stay_nans():
     for out in (b, c):
         assert out[:4].isnan().all()
         torch.testing.assert_close(out[4:], want[4:], rtol=0, atol=0)
+
+
+def test_a_conversion_to_bf16_inside_an_expression_rounds():
+    # TVM computes bf16 in float32 and dropped the round trip (1.65000009 stayed, not 1.6484375)
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(64):
+                Y[i] = T.cast(T.cast(X[i] * 1.1, "bfloat16"), "float32")
+
+    x = torch.randn(64) * 10
+    x[0] = 1.5
+    y = tilelang.compile(main, out_idx=[1], target="cpu")(x)
+    torch.testing.assert_close(y, (x * 1.1).bfloat16().float(), rtol=0, atol=0)
