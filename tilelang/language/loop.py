@@ -184,12 +184,12 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
             hit = pending.get(s.loop_var.__chandle__())
             if hit is None:
                 return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
-                                s.annotations, s.step)
+                                s.annotations, s.step, span=s.span)
             ann = dict(s.annotations)
             if hit[1]:
                 ann.update(hit[1])
             return tirx.For(s.loop_var, s.min, s.extent, tirx.ForKind.PARALLEL, body, None,
-                            ann, s.step)
+                            ann, s.step, span=s.span)
 
         def _persistent(self, s, vars_, domain, total, wave_size, index, group_size):
             body = s
@@ -201,7 +201,7 @@ def mark_parallel_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
             body = substitute(body, dict(zip(vars_, grouped_tile(tile, domain, group_size))))
             guarded = tirx.IfThenElse(tile < total, body, None)
             return tirx.For(wave, s.min, s.extent, tirx.ForKind.SERIAL, guarded, None,
-                            s.annotations, s.step)
+                            s.annotations, s.step, span=s.span)
 
     func = func.with_body(_Mark()(func.body))
     return func

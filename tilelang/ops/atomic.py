@@ -379,7 +379,10 @@ def _element_update(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
         call = device.load(op.order, addr, into)
     else:
         call = device.rmw(op.kind, op.order, addr, op.value, dst.dtype, into)
-    return _inside(op, loops.bounds_checks(dst, last, ctx.analyzer), tirx.Evaluate(call))
+    checks = loops.bounds_checks(dst, last, ctx.analyzer)
+    if op.lanes > 1:  # the first lane too: a run may straddle either end
+        checks = loops.bounds_checks(dst, di, ctx.analyzer) + checks
+    return _inside(op, checks, tirx.Evaluate(call))
 
 
 def _owner(op: Atomic, ctx: LowerContext):
