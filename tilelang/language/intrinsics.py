@@ -61,6 +61,14 @@ def round(x: Any, mode: str | None = None, span: Any = None) -> Any:  # noqa: A0
     return tirx.Cast(dtype, r) if wide else r
 
 
+def cast(value: Any, dtype: Any, span: Any = None) -> Any:
+    """``value`` converted to ``dtype``; a dtype that does not exist (``"float17"``) is a
+    :class:`DSLError` naming ``T.cast`` (TVM would accept it and fail when building)."""
+    from ..utils.dtype import canonical_dtype
+
+    return _T.cast(value, str(canonical_dtype(dtype, "T.cast")), span)
+
+
 def pow(x: Any, y: Any, span: Any = None) -> Any:  # noqa: A001
     """``x`` to the power ``y``.  bfloat16 and float8 operands are raised in float32 and the
     result rounded back to ``x``'s type once (TVM's ``pow`` takes float16/32/64 only)."""
@@ -349,5 +357,5 @@ FLOAT_MATH = ("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "
 globals().update({name: _same_as(getattr(_T, name), name, getattr(_T, name).__doc__)
                   for name in FLOAT_MATH})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
+__all__ = ["access_ptr", "align_up", "call_extern", "cast", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
            "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH, *FLOAT_MATH]

@@ -386,3 +386,12 @@ def test_a_float_function_of_an_integer_names_the_function_and_line():
             with T.Kernel(1, threads=1):
                 for i in T.serial(4):
                     B[i] = T.exp(A[i])  # the call
+
+
+def test_a_cast_to_a_dtype_that_does_not_exist_names_t_cast_and_the_line():
+    with pytest.raises(DSLError, match=r"T.cast: unknown dtype 'float17'(.|\n)*the cast"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    B[i] = T.cast(T.cast(A[i], "float17"), "int32")  # the cast
