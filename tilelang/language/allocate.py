@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from tvm import tirx
 from tvm.script import tirx as _T
 
-from ..errors import DSLError
+from ..errors import DSLError, DSLTypeError
 from ..utils.dtype import canonical_dtype
 from .extent import positive_extent
 
@@ -62,7 +62,17 @@ def alloc_var(dtype: Any, init: Any = None, scope: str = VAR):
     v = _T.alloc_scalar(dt, scope=scope)
     if init is not None:
         scalar = getattr(v, "scalar", v)
+        if isinstance(init, int) and not isinstance(init, bool) and \
+                str(dt).startswith(("int", "uint")):
+            bits = int(dt.bits)
+            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if str(dt).startswith("int") \
+                else (0, (1 << bits) - 1)
+            if not low <= init <= high:
+                raise DSLError(f"T.alloc_var: init {init} does not fit {dt} ({low} to {high})")
         if isinstance(init, (bool, int, float)):
             init = tirx.const(init, dt)
+        elif not isinstance(init, tirx.PrimExpr):
+            raise DSLTypeError(f"T.alloc_var: init must be a number or a kernel expression, "
+                               f"got {type(init).__name__} {init!r}")
         _T.buffer_store(scalar.source, init, [0])
     return v

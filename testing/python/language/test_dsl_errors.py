@@ -395,3 +395,16 @@ def test_a_cast_to_a_dtype_that_does_not_exist_names_t_cast_and_the_line():
             with T.Kernel(1, threads=1):
                 for i in T.serial(4):
                     B[i] = T.cast(T.cast(A[i], "float17"), "int32")  # the cast
+
+
+@pytest.mark.parametrize("init, message", [(300, r"T.alloc_var: init 300 does not fit int8 "
+                                                  r"\(-128 to 127\)"),
+                                           ("x", r"T.alloc_var: init must be a number or a "
+                                                 r"kernel expression, got str 'x'")])
+def test_a_bad_alloc_var_init_names_the_op(init, message):
+    with pytest.raises(DSLError, match=message):
+        @T.prim_func
+        def main(B: T.Tensor((1,), "int8")):
+            with T.Kernel(1, threads=1):
+                v = T.alloc_var("int8", init=init)
+                B[0] = v
