@@ -138,8 +138,8 @@ def check_eager_results(func: tirx.PrimFunc) -> None:
         if found:
             return
         parts = []
-        for t in (tvm.ir.Call, tirx.Select, tirx.And, tirx.Or):
-            tvm_ffi.structural_walk(st, (t, lambda e: parts.extend(conditional_parts(e))))
+        tvm_ffi.structural_walk(st, [(t, lambda e: parts.extend(conditional_parts(e)))
+                                     for t in (tvm.ir.Call, tirx.Select, tirx.And, tirx.Or)])
         for p in parts:
             name = reads_result(p)
             if name:

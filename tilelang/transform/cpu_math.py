@@ -66,7 +66,7 @@ def _libm(call, elem: str, lanes: int):
     name = _LIBM[call.op][0 if elem == "float32" else 1]
     if lanes == 1:
         return tirx.call_pure_extern(elem, name, *call.args)
-    per_lane = [list(_lanes_of(a, lanes)) for a in call.args]
+    per_lane = [_lanes_of(a, lanes) for a in call.args]
     calls = [tirx.call_pure_extern(elem, name, *[args[k] for args in per_lane])
              for k in range(lanes)]
     return tirx.Shuffle(calls, [tirx.const(k, "int32") for k in range(lanes)])

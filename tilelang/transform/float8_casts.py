@@ -196,8 +196,9 @@ class _Float8:
                 self.kept.add(e.__chandle__())
                 return tirx.reinterpret(_vec("uint8", lanes), e)
             raise _Unsupported(str(e))
-        if _byte_reinterpret(e, lanes) is not None:
-            return _byte_reinterpret(e, lanes)  # bits given as float8 (T.infinity): kept
+        given = _byte_reinterpret(e, lanes)
+        if given is not None:
+            return given  # bits given as float8 (T.infinity): kept
         if isinstance(e, tirx.FloatImm):  # a float8 constant: its own bits
             return tirx.const(int(_host_float8(e).view(np.uint8)), "uint8")
         return _encode(self.f32(e, rounded=False), fmt, lanes)
@@ -225,8 +226,9 @@ class _Float8:
         if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \
                 e.op.same_as(_IF_THEN_ELSE):
             return tirx.if_then_else(e.args[0], self.f32(e.args[1]), self.f32(e.args[2]))
-        if _byte_reinterpret(e, lanes) is not None:
-            return _decode(_byte_reinterpret(e, lanes), fmt, lanes)
+        given = _byte_reinterpret(e, lanes)
+        if given is not None:
+            return _decode(given, fmt, lanes)
         if isinstance(e, tirx.Broadcast):
             return tirx.Broadcast(self.f32(e.value), e.lanes)
         if isinstance(e, tirx.FloatImm):
