@@ -9,8 +9,10 @@ from tvm.script import tirx as _tvm_T
 
 from typing import Any
 
+import tvm
 from tvm import tirx
 
+from ..errors import DSLTypeError
 from ..utils.dtype import _TORCH as _TORCH_OF_NAME
 from ..utils.dtype import canonical_dtype, dtype
 
@@ -45,12 +47,19 @@ def reinterpret(value: Any, dtype: Any, span: Any = None) -> Any:
     ``dtype`` may be a name, a dtype object or any other form ``T.dtype`` takes."""
     if _is_dtype(value) and not _is_dtype(dtype):
         value, dtype = dtype, value
-    return tirx.reinterpret(str(canonical_dtype(dtype, "T.reinterpret")), value, span)
+    target = str(canonical_dtype(dtype, "T.reinterpret"))
+    ty = getattr(value, "ty", None)
+    if isinstance(ty, tvm.ir.PrimType) and "float4" not in str(ty.dtype) + target:
+        have, want = (tvm.DataType(t) for t in (str(ty.dtype), target))
+        if have.bits * have.lanes != want.bits * want.lanes:
+            raise DSLTypeError(
+                f"T.reinterpret({ty.dtype} value, {target}): the bits are kept, so the widths "
+                f"must match, but {ty.dtype} has {have.bits * have.lanes} bits and {target} "
+                f"{want.bits * want.lanes} (T.cast converts the value instead)")
+    return tirx.reinterpret(target, value, span)
 
 
 def _is_dtype(x: Any) -> bool:
-    import tvm
-
     return not isinstance(x, tvm.ir.Expr) and (
         isinstance(x, (str, tvm.DataType, type)) or hasattr(x, "_dtype_str")
         or type(x).__name__ == "dtype")  # str, dtype object, TVMScript constructor, torch

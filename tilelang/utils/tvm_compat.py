@@ -66,11 +66,71 @@ def _typed_int_operand(method):
     return typed
 
 
+def _is_float(x) -> bool:
+    ty = getattr(x, "ty", None)
+    if isinstance(x, float):
+        return True
+    return isinstance(ty, tvm.ir.PrimType) and tvm.DataType(str(ty.dtype)).type_code in (
+        tvm.DataTypeCode.FLOAT, tvm.DataTypeCode.BFLOAT)
+
+
+def _python_float_mod(method, reflected: bool):
+    """``method`` (``%`` of TVM expressions), with Python's meaning for floating-point
+    operands: the remainder takes the divisor's sign (``-1.0 % 3.0 == 2.0``), computed exactly
+    from ``fmod``.  TVM's own ``%`` accepts integers only."""
+
+    def mod(self, other):
+        if not (_is_float(self) or _is_float(other)):
+            return method(self, other)
+        a, b = (other, self) if reflected else (self, other)
+        ty = (a if isinstance(a, tvm.ir.Expr) and _is_float(a) else b).ty
+        dtype = str(ty.dtype)
+        a, b = (tvm.tirx.const(v, dtype) if isinstance(v, (int, float))
+                else v if str(v.ty.dtype) == dtype else tvm.tirx.Cast(dtype, v) for v in (a, b))
+        r = tvm.tirx.fmod(a, b)  # pure: the backends compute it once
+        zero = tvm.tirx.const(0, dtype)
+        flip = tvm.tirx.And(tvm.tirx.NE(r, zero),
+                            tvm.tirx.NE(tvm.tirx.LT(r, zero), tvm.tirx.LT(b, zero)))
+        return tvm.tirx.Select(flip, r + b, r)
+
+    mod._tilelang = True
+    return mod
+
+
+def _checked_shift(method, symbol: str, reflected: bool):
+    """``method`` (``<<`` or ``>>`` of TVM expressions), refusing what no type can shift with
+    a :class:`DSLTypeError`/:class:`DSLError` that names the operator: a floating-point operand,
+    or a constant amount outside ``0 .. bits - 1`` (a kernel computing the amount is clamped by
+    the backends instead)."""
+    from ..errors import DSLError, DSLTypeError
+
+    def shift(self, other):
+        value, amount = (other, self) if reflected else (self, other)
+        for operand in (value, amount):
+            if _is_float(operand):
+                raise DSLTypeError(f"`{symbol}` needs integer operands, but got "
+                                   f"{getattr(operand, 'ty', 'a float')}")
+        ty = getattr(value, "ty", None)
+        if isinstance(amount, tvm.tirx.IntImm):
+            amount = int(amount.value)
+        if isinstance(amount, int) and isinstance(ty, tvm.ir.PrimType):
+            bits = tvm.DataType(str(ty.dtype)).bits
+            if not 0 <= amount < bits:
+                raise DSLError(f"`{symbol} {amount}`: {ty.dtype} values shift by 0 to "
+                               f"{bits - 1} bits")
+        return method(self, other)
+
+    shift._tilelang = True
+    return shift
+
+
 def install() -> None:
     """Give ``tvm.ir.Expr`` a ``dtype`` property (buffer variables keep theirs),
     ``tvm.tirx.Call`` its old name (0.27 moved it to ``tvm.ir.Call``), ``PrimFunc`` its
     ``buffer_map``, ``tvm.tirx`` the ``stmt_functor.post_order_visit`` of older TVMs, and
-    bitwise operators that give a Python int the other operand's integer type."""
+    bitwise operators that give a Python int the other operand's integer type, ``%`` of
+    floating-point values with Python's meaning, and shifts that refuse a float or a constant
+    amount outside the type's width with a message naming the operator."""
     if not hasattr(tvm.tirx, "Call"):
         tvm.tirx.Call = tvm.ir.Call
     if not hasattr(tvm.tirx, "stmt_functor"):
@@ -81,6 +141,15 @@ def install() -> None:
         method = tvm.ir.expr.ExprOperand.__dict__[name]
         if not getattr(method, "_tilelang", False):
             setattr(tvm.ir.expr.ExprOperand, name, _typed_int_operand(method))
+    patches = {"__mod__": lambda m: _python_float_mod(m, False),
+               "__rmod__": lambda m: _python_float_mod(m, True)}
+    for name, symbol in (("lshift", "<<"), ("rshift", ">>")):
+        patches[f"__{name}__"] = lambda m, s=symbol: _checked_shift(m, s, False)
+        patches[f"__r{name}__"] = lambda m, s=symbol: _checked_shift(m, s, True)
+    for name, wrap in patches.items():
+        method = tvm.ir.expr.ExprOperand.__dict__[name]
+        if not getattr(method, "_tilelang", False):
+            setattr(tvm.ir.expr.ExprOperand, name, wrap(method))
     if "dtype" not in tvm.ir.Expr.__dict__:
         tvm.ir.Expr.dtype = property(_scalar_dtype)
     var_dtype = tvm.ir.expr.Var.__dict__.get("dtype")

@@ -408,3 +408,29 @@ def test_a_bad_alloc_var_init_names_the_op(init, message):
             with T.Kernel(1, threads=1):
                 v = T.alloc_var("int8", init=init)
                 B[0] = v
+
+
+def test_a_reinterpret_between_widths_names_both_types_and_the_line():
+    # TVM's own check only quoted its C++ condition
+    from tilelang.errors import DSLTypeError
+
+    with pytest.raises(DSLTypeError, match=r"T.reinterpret\(float32 value, int16\).*32 bits and "
+                       r"int16 16(.|\n)*the bits"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int16")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    B[i] = T.reinterpret(A[i], "int16")  # the bits
+
+
+@pytest.mark.parametrize("amount, message", [(32, r"`<< 32`: int32 values shift by 0 to "
+                                                     r"31 bits"),
+                                              (-1, r"`<< -1`: int32 values"),
+                                              (2.0, r"`<<` needs integer operands")])
+def test_a_shift_no_type_can_do_names_the_operator_and_line(amount, message):
+    with pytest.raises(DSLError, match=message + r"(.|\n)*the shift"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    B[i] = A[i] << amount  # the shift

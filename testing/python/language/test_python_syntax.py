@@ -202,3 +202,36 @@ def test_annotation_names_take_the_factorys_values_not_same_named_globals():
     out = tilelang.compile(f, out_idx=[1], target="cpu")(torch.tensor([1.5, 2.5, -3.7, 100.0]))
     assert out.dtype == torch.float32 and tuple(out.shape) == (1, 4)
     torch.testing.assert_close(out[0], torch.tensor([1.5, 2.5, -3.7, 100.0]))
+
+
+def _remainders(dtype, target):
+    @T.prim_func
+    def main(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype), O: T.Tensor((3, 8), dtype)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                O[0, i] = A[i] % B[i]
+                O[1, i] = A[i] % -2.5
+                O[2, i] = 7 % B[i]
+
+    device = "cuda" if target == "cuda" else "cpu"
+    a, b = (torch.tensor(v, dtype=getattr(torch, dtype), device=device)
+            for v in ([-1.0, 1.0, 5.5, -5.5, 0.0, 7.0, 100.25, -3.0],
+                      [3.0, -3.0, 2.0, 2.0, 3.0, -7.0, 0.75, -4.0]))
+    out = tilelang.compile(main, out_idx=[2], target=target)(a, b).cpu()
+    a, b = a.tolist(), b.tolist()
+    assert out.tolist() == [[x % y for x, y in zip(a, b)], [x % -2.5 for x in a],
+                            [7 % y for y in b]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_float_remainder_takes_the_divisor_sign_as_in_python(dtype):
+    # TVM's `%` takes integers only; a float one failed an internal check
+    _remainders(dtype, "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_float_remainder_on_the_gpu_is_python_s_too(dtype):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    _remainders(dtype, "cuda")

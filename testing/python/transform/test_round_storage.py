@@ -83,3 +83,43 @@ def test_a_conversion_to_bf16_inside_an_expression_rounds():
     x[0] = 1.5
     y = tilelang.compile(main, out_idx=[1], target="cpu")(x)
     torch.testing.assert_close(y, (x * 1.1).bfloat16().float(), rtol=0, atol=0)
+
+
+def _bf16_chain(depth):
+    """``depth`` nested ``T.cast(T.cast(v, "bfloat16"), "float32") * 1.01`` in one store."""
+    def chain(v):
+        for _ in range(depth):
+            v = T.cast(T.cast(v, "bfloat16"), "float32") * 1.01
+        return v
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), O: T.Tensor((8,), "bfloat16")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                O[i] = chain(A[i])
+
+    return main
+
+
+def test_nested_bf16_conversions_round_at_every_level():
+    x = torch.tensor([0.0, 1.0, 2.0, 3.3, -7.7, 100.1, 1e-3, 255.5])
+    want = x
+    for _ in range(4):
+        want = want.bfloat16().float() * torch.tensor(1.01)
+    got = tilelang.compile(_bf16_chain(4), out_idx=[1], target="cpu")(x)
+    torch.testing.assert_close(got, want.bfloat16(), rtol=0, atol=0)
+
+
+def test_nested_bf16_conversions_read_each_value_once():
+    # the rounding reads its value four times: written out inline, six levels made 4**6
+    # copies of the innermost load; as calls expanded into Lets each level holds one
+    import tvm
+    import tvm_ffi
+    from helpers import bind
+
+    from tilelang.transform.round_storage import ExpandBF16Rounding, RoundLowPrecisionStores
+
+    mod = ExpandBF16Rounding()(RoundLowPrecisionStores()(bind(_bf16_chain(6))))
+    loads = []
+    tvm_ffi.structural_walk(mod["main"].body, (tvm.ir.expr.TensorLoad, loads.append))
+    assert len(loads) == 1
