@@ -11,11 +11,11 @@ encoding rounds to nearest even, saturates finite overflow and infinities to the
 value (as CUDA's ``__nv_cvt_float_to_fp8(..., __NV_SATFINITE, ...)`` does) and keeps NaN a NaN.
 A float8 value moved from one float8 buffer to another keeps its bits; ``+ - * / min max`` of
 float8 values (and a conversion between the two formats) are rounded back to float8 once, as
-``PromoteNarrowFloatArith`` has CUDA do.  Wider sources (float16, bfloat16, float64) go through
-float32 first.  ``T.reinterpret`` of a float8 value as ``uint8``, ``int8`` or the other float8
-format is its bits.  A kernel with a float8 value of any other form (a call on float8 values,
-a pointer to a float8 element, a ``T.view`` / ``T.reshape`` of a float8 tile) is left to TVM
-whole.
+``PromoteNarrowFloatArith`` has CUDA do.  float16 and bfloat16 sources go through float32
+(exact); a float64 source is rounded from its own bits, once.  ``T.reinterpret`` of a float8
+value as ``uint8``, ``int8`` or the other float8 format is its bits.  A kernel with a float8
+value of any other form (a call on float8 values, a pointer to a float8 element, a ``T.view`` /
+``T.reshape`` of a float8 tile) is left to TVM whole.
 """
 
 from __future__ import annotations
@@ -101,29 +101,33 @@ def _rne_shift(v, s, c):
 
 
 def _encode(x, fmt, lanes: int):
-    """The bits (``uint8``) of the float8 value nearest ``x`` (float32), saturating, NaN
-    kept."""
+    """The bits (``uint8``) of the float8 value nearest ``x`` (float32 or float64), saturating,
+    NaN kept."""
     return _once(x, "f8_value", lambda v: _encode_var(v, fmt, lanes))
 
 
 def _encode_var(x, fmt, lanes: int):
     _e_bits, m_bits, bias, max_code, nan_code, _has_inf = fmt
-    u32 = _vec("uint32", lanes)
-    c = lambda v: _c(v, "uint32", lanes)  # noqa: E731
-    bits = tirx.reinterpret(u32, x)
-    sign = tirx.shift_right(tirx.bitwise_and(bits, c(0x80000000)), c(24))
-    mag = tirx.bitwise_and(bits, c(0x7FFFFFFF))
-    e32 = tirx.shift_right(mag, c(23))
-    min_normal_e32 = 127 + 1 - bias  # float32 exponent field of the smallest normal float8
-    normal = _rne_shift(mag, c(23 - m_bits), c) - c((127 - bias) << m_bits)
-    sig = tirx.bitwise_or(tirx.bitwise_and(mag, c(0x7FFFFF)), c(0x800000))
-    # subnormal float8 (and zero): the significand shifted by 23 - m_bits + (min - e32)
-    shift = c(23 - m_bits + min_normal_e32) - e32
-    sub = tirx.Select(shift > c(31), c(0), _rne_shift(sig, tirx.Min(shift, c(31)), c))
-    sub = tirx.Select(e32 == c(0), c(0), sub)  # float32 zeros and subnormals
-    code = tirx.Select(e32 >= c(min_normal_e32), normal, sub)
+    width = 64 if _scalar_name(str(x.ty.dtype)) == "float64" else 32
+    src_m, src_bias = (52, 1023) if width == 64 else (23, 127)  # the source's fields
+    uint = _vec(f"uint{width}", lanes)
+    c = lambda v: _c(v, f"uint{width}", lanes)  # noqa: E731
+    bits = tirx.reinterpret(uint, x)
+    sign = tirx.shift_right(tirx.bitwise_and(bits, c(1 << (width - 1))), c(width - 8))
+    mag = tirx.bitwise_and(bits, c((1 << (width - 1)) - 1))
+    e_src = tirx.shift_right(mag, c(src_m))
+    min_normal_e = src_bias + 1 - bias  # the source's exponent field of the smallest normal
+    normal = _rne_shift(mag, c(src_m - m_bits), c) - c((src_bias - bias) << m_bits)
+    sig = tirx.bitwise_or(tirx.bitwise_and(mag, c((1 << src_m) - 1)), c(1 << src_m))
+    # subnormal float8 (and zero): the significand shifted by src_m - m_bits + (min - e_src)
+    shift = c(src_m - m_bits + min_normal_e) - e_src
+    sub = tirx.Select(shift > c(width - 1), c(0),
+                      _rne_shift(sig, tirx.Min(shift, c(width - 1)), c))
+    sub = tirx.Select(e_src == c(0), c(0), sub)  # the source's zeros and subnormals
+    code = tirx.Select(e_src >= c(min_normal_e), normal, sub)
     code = tirx.Min(code, c(max_code))  # finite overflow and infinity saturate
-    code = tirx.Select(mag > c(0x7F800000), c(nan_code), code)
+    infinity = ((1 << (width - 1 - src_m)) - 1) << src_m
+    code = tirx.Select(mag > c(infinity), c(nan_code), code)
     code = tirx.bitwise_or(code, sign)
     return tirx.Cast(_vec("uint8", lanes), code)
 
@@ -217,6 +221,8 @@ class _Float8:
                 return self.rounded(self.f32(src), fmt, lanes, rounded)
             if not isinstance(src.ty, tvm.ir.PrimType):
                 raise _Unsupported(str(e))
+            if _scalar_name(str(src.ty.dtype)) == "float64":  # rounded once, from float64
+                return _decode(_encode(src, fmt, lanes), fmt, lanes)
             wide = src if str(src.ty.dtype) == f32 else tirx.Cast(f32, src)
             return self.rounded(wide, fmt, lanes, rounded)
         if isinstance(e, _ARITH):
