@@ -30,11 +30,16 @@ def _programs(dt: str, vec: int):
     return encode, decode
 
 
-def _inputs(tdt) -> torch.Tensor:
-    g = torch.Generator().manual_seed(0)
+def _midpoints(tdt) -> torch.Tensor:
+    """The points halfway between neighbouring finite float8 values (float32, exact)."""
     codes = torch.arange(256, dtype=torch.uint8).view(tdt).float()
     finite = codes[torch.isfinite(codes)].unique()
-    mids = (finite[1:] + finite[:-1]) / 2                      # ties: round to even
+    return (finite[1:] + finite[:-1]) / 2
+
+
+def _inputs(tdt) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    mids = _midpoints(tdt)                                     # ties: round to even
     scale = torch.logspace(-12, 6, 1500, base=2.0)
     rand = torch.randn(N, generator=g) * scale.repeat(3)[:N]
     special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e30, -1e30,
@@ -47,6 +52,12 @@ def _reference(x: torch.Tensor, tdt) -> torch.Tensor:
     """torch's conversion, saturating where torch gives infinity (the GPU's SATFINITE)."""
     big = torch.finfo(tdt).max
     return torch.where(torch.isnan(x), x, x.clamp(-big, big)).to(tdt)
+
+
+def _mismatches(x, out, ref) -> list:
+    """The first (input, ours, expected) triples where ``out`` and ``ref`` differ."""
+    return [(x[i].item(), out[i].float().item(), ref[i].float().item()) for i in range(N)
+            if not _same(out[i:i + 1], ref[i:i + 1])][:8]
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -76,9 +87,7 @@ def test_cpu_encodes_like_the_gpu(dt, vec):
     out = torch.empty(N, dtype=tdt)
     tilelang.compile(encode, target="cpu")(x, out)
     ref = _reference(x, tdt)
-    bad = [(x[i].item(), out[i].float().item(), ref[i].float().item()) for i in range(N)
-           if not _same(out[i:i + 1], ref[i:i + 1])]
-    assert not bad, bad[:8]
+    assert not _mismatches(x, out, ref)
 
 
 def _nearest_float8(x: torch.Tensor, tdt) -> torch.Tensor:
@@ -108,32 +117,23 @@ def _check_float64_roundings(dt: str, target: str):
             for i in T.serial(N):
                 B[i] = T.cast(A[i], dt)
 
-    finite = torch.arange(256, dtype=torch.uint8).view(tdt).double()
-    finite = finite[torch.isfinite(finite)].unique()
-    mids = (finite[1:] + finite[:-1]) / 2
+    mids = _midpoints(tdt).double()
     x = torch.cat([mids * (1 + 2.0 ** -40), mids * (1 - 2.0 ** -40), -mids * (1 + 2.0 ** -40),
                    mids, _inputs(tdt).double()])[:N]
     device = "cuda" if target == "cuda" else "cpu"
     out = torch.empty(N, dtype=tdt, device=device)
     tilelang.compile(encode, target=target)(x.to(device), out)
     out, ref = out.cpu(), _nearest_float8(x, tdt)
-    bad = [(x[i].item(), out[i].float().item(), ref[i].float().item()) for i in range(N)
-           if not _same(out[i:i + 1], ref[i:i + 1])]
-    assert not bad, bad[:8]
+    assert not _mismatches(x, out, ref)
 
 
+@pytest.mark.parametrize("target", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("dt", list(FORMATS))
-def test_float64_values_round_to_float8_once(dt):
+def test_float64_values_round_to_float8_once(dt, target):
     # through float32, a value just above a tie became the tie, then rounded to even: down
-    _check_float64_roundings(dt, "cpu")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dt", list(FORMATS))
-def test_float64_values_round_to_float8_once_on_the_gpu_too(dt):
-    if not torch.cuda.is_available():
+    if target == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    _check_float64_roundings(dt, "cuda")
+    _check_float64_roundings(dt, target)
 
 
 @pytest.mark.gpu
