@@ -14,7 +14,8 @@ range (a load yields 0, a store is skipped), and a failure is recorded.  The gri
 into ``CHUNKS`` parallel chunks of consecutive blocks, each with its own record of its first
 failure, so that after the grid the lowest failing block's first failure is reported (through
 the packed function ``tilelang.out_of_bounds``, which raises).  TVM ignores errors raised inside
-a parallel loop, hence the record.  The pass config ``tl.disable_bounds_check`` turns it off.
+a parallel loop, hence the record.  The pass config ``tl.disable_bounds_check`` turns the
+access checks off; an integer division by zero, which would kill the process, is still guarded.
 """
 
 from __future__ import annotations
@@ -64,9 +65,8 @@ def _report(kernel: str, buffer: str, access: str, where: str, ndim: int, *rest:
     raise OutOfBoundsError(msg + (f"\n  {where}" if where else ""))
 
 
-def _enabled(func: tirx.PrimFunc) -> bool:
-    return is_cpu(target_of(func)) and not pass_config.get(
-        pass_config.PassConfigKey.TL_DISABLE_BOUNDS_CHECK, False)
+def _accesses_checked() -> bool:
+    return not pass_config.get(pass_config.PassConfigKey.TL_DISABLE_BOUNDS_CHECK, False)
 
 
 # --- MarkSourceLines ----------------------------------------------------------------------
@@ -82,7 +82,7 @@ def _mark(stmt):
 @function_pass("tl.MarkSourceLines")
 def MarkSourceLines(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """CPU: wrap each tile operator in a ``tl.source_line`` attribute with its source line."""
-    if not _enabled(func):
+    if not is_cpu(target_of(func)):
         return func
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.Evaluate, _mark)))
 
@@ -109,6 +109,7 @@ class _Checker:
 
     def __init__(self, func: tirx.PrimFunc):
         self.az = Analyzer()
+        self.check_accesses = _accesses_checked()  # divisions by zero are checked always
         self.sites: list[_Site] = []
         self.where: list[str] = [""]
         self.marked = 0  # depth of tile-operator source marks around the current statement
@@ -334,7 +335,7 @@ class _Checker:
     def access(self, buf, indices: list, access: str, ctx: tuple):
         """The in-bounds condition of ``buf[indices]`` left to check at run time (``None``
         when proven); an unproven access also joins ``self.pending``."""
-        ok = self._unproven(buf, indices, ctx)
+        ok = self._unproven(buf, indices, ctx) if self.check_accesses else None
         if ok is None:
             return None
         site = _Site(buf, access, self.where[-1], len(indices))
@@ -456,7 +457,7 @@ def _grid_loops(body) -> list:
 def CheckBounds(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """CPU: guard every access not proven in range and raise ``OutOfBoundsError`` after the
     grid for the first one that failed (see the module docstring)."""
-    if not _enabled(func):
+    if not is_cpu(target_of(func)):
         return func
     checker = _Checker(func)
     body = checker.stmt(func.body)

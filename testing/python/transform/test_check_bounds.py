@@ -212,22 +212,23 @@ def test_check_bounds_leaves_cuda_alone():
         assert CheckBounds()(mod)["main"].same_as(mod["main"])
 
 
-def _divide(op):
+def _divide(op, configs=None):
     @T.prim_func
     def main(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32"), C: T.Tensor((4,), "int32")):
         with T.Kernel(2, threads=1):
             for i in T.Parallel(4):
                 C[i] = A[i] // B[i] if op == "//" else A[i] % B[i]  # the division
 
-    return tilelang.compile(main, out_idx=[2], target="cpu")
+    return tilelang.compile(main, out_idx=[2], target="cpu", pass_configs=configs)
 
 
+@pytest.mark.parametrize("configs", [None, OFF])  # the access checks off: divisions are not
 @pytest.mark.parametrize("op", ["//", "%"])
-def test_an_integer_division_by_zero_is_an_error_not_a_crash(op):
+def test_an_integer_division_by_zero_is_an_error_not_a_crash(op, configs):
     # x86 traps (SIGFPE) on an integer division by zero: the Python process died
     from tilelang.errors import DivisionByZeroError
 
-    k = _divide(op)
+    k = _divide(op, configs)
     a = torch.tensor([4, 5, -2**31, 7], dtype=torch.int32)
     with pytest.raises(DivisionByZeroError, match=r"main: integer division or remainder by "
                        r"zero\n  at .*the division"):
