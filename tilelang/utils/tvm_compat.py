@@ -83,8 +83,8 @@ def _python_float_mod(method, reflected: bool):
         if not (_is_float(self) or _is_float(other)):
             return method(self, other)
         a, b = (other, self) if reflected else (self, other)
-        ty = (a if isinstance(a, tvm.ir.Expr) and _is_float(a) else b).ty
-        dtype = str(ty.dtype)
+        dtype = next((str(v.ty.dtype) for v in (a, b)
+                      if isinstance(v, tvm.ir.Expr) and _is_float(v)), "float32")
         a, b = (tvm.tirx.const(v, dtype) if isinstance(v, (int, float))
                 else v if str(v.ty.dtype) == dtype else tvm.tirx.Cast(dtype, v) for v in (a, b))
         r = tvm.tirx.fmod(a, b)  # pure: the backends compute it once

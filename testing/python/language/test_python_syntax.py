@@ -235,3 +235,16 @@ def test_float_remainder_on_the_gpu_is_python_s_too(dtype):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     _remainders(dtype, "cuda")
+
+
+def test_an_integer_remainder_by_a_float_is_a_float_as_in_python():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), O: T.Tensor((2, 8), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                O[0, i] = A[i] % 2.5
+                O[1, i] = 7.5 % A[i]
+
+    a = torch.tensor([-3, -1, 1, 2, 3, 5, 7, 9], dtype=torch.int32)
+    out = tilelang.compile(main, out_idx=[1], target="cpu")(a)
+    assert out.tolist() == [[x % 2.5 for x in a.tolist()], [7.5 % x for x in a.tolist()]]
