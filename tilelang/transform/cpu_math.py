@@ -12,6 +12,13 @@ inexactly, computed the way a GPU does.
   GPU's ``shl``/``shr`` give, which clamp the amount: 0, or for a right shift of a signed value
   its sign (LLVM leaves it undefined; x86 shifts by the amount modulo the width).
 
+* A conversion of a float to an integer type gives what CUDA gives (``cvt.rzi``): toward 0,
+  clamped, NaN 0.  A float32 or float64 value is clamped to the 32-bit integer of the target's
+  signedness (64-bit for a 64-bit target) and the low bits kept, as nvcc compiles C's cast
+  (``int8(1e10)`` is -1, ``uint8(-3.0)`` 0); a float16, bfloat16 or float8 value is clamped
+  to the target's range (CUDA's conversion operators).  LLVM leaves an out-of-range
+  conversion undefined (x86 gave INT_MIN).
+
 A vector call is made lane by lane.  GPU targets: unchanged (CUDA's own functions).
 """
 
@@ -105,14 +112,47 @@ def _shift(node):
     return tirx.Select(wide, overflow, node)
 
 
+def _float_to_int(cast):
+    """A float -> integer conversion clamped as the GPU's ``cvt.rzi`` clamps it (module doc)."""
+    ty, src = str(cast.ty.dtype), str(cast.value.ty.dtype)
+    if not ty.startswith(("int", "uint")) or not src.startswith(("float", "bfloat")):
+        return cast
+    elem, _, lanes = ty.partition("x")
+    lanes = int(lanes or 1)
+    unsigned = elem.startswith("uint")
+    bits = tvm.DataType(elem).bits
+    x = cast.value
+    if not src.startswith(("float32", "float64")):  # narrow floats: exact in float32, and
+        x = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", x)  # clamped to `ty`
+    elif bits < 64:  # C's cast: clamped to 32 bits, then the low bits kept
+        bits = 32
+    wide_ty = f"{'u' if unsigned else ''}int{bits}"
+    fty = str(x.ty.dtype).partition("x")[0]
+
+    def const(v, t):
+        c = tirx.const(v, t)
+        return c if lanes == 1 else tirx.Broadcast(c, lanes)
+
+    # the result toward 0 is >= 2**k from x >= 2**k, and below the minimum from x <= min - 1
+    top, low = (2 ** bits, -1) if unsigned else (2 ** (bits - 1), -2 ** (bits - 1) - 1)
+    big = (1 << bits) - 1 if unsigned else (1 << (bits - 1)) - 1
+    small = 0 if unsigned else -(1 << (bits - 1))
+    v_ty = wide_ty if lanes == 1 else f"{wide_ty}x{lanes}"
+    out = tirx.Select(x >= const(float(top), fty), const(big, wide_ty),
+                      tirx.Select(x <= const(float(low), fty), const(small, wide_ty),
+                                  tirx.Cast(v_ty, x)))
+    out = tirx.Select(tirx.isnan(x), const(0, wide_ty), out)
+    return out if v_ty == ty else tirx.Cast(ty, out)
+
+
 @function_pass("tl.LowerCPUMath")
 def LowerCPUMath(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """CPU: half-precision math in float32; ``tanh`` and ``fmod`` from the C library; wide
-    integer shifts clamped as on the GPU."""
+    integer shifts and float -> integer conversions clamped as on the GPU."""
     if not is_cpu(target_of(func)):
         return func
     body = map_nodes(func.body, [(tvm.ir.Call, _lower), (tirx.LShift, _shift),
-                                 (tirx.RShift, _shift)])
+                                 (tirx.RShift, _shift), (tirx.Cast, _float_to_int)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 
