@@ -92,7 +92,6 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.LowerTIRxOpaque(),
         tirx.transform.FlattenBuffer(),
         tirx.transform.BF16ComputeLegalize(),
-        round_storage.ExpandBF16Rounding(),
         tirx.transform.NarrowDataType(32),
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
         tirx.transform.UnrollLoop(),

@@ -133,14 +133,22 @@ def _float_to_int(cast):
         c = tirx.const(v, t)
         return c if lanes == 1 else tirx.Broadcast(c, lanes)
 
-    # the result toward 0 is >= 2**k from x >= 2**k, and below the minimum from x <= min - 1
-    top, low = (2 ** bits, -1) if unsigned else (2 ** (bits - 1), -2 ** (bits - 1) - 1)
     big = (1 << bits) - 1 if unsigned else (1 << (bits - 1)) - 1
     small = 0 if unsigned else -(1 << (bits - 1))
     v_ty = wide_ty if lanes == 1 else f"{wide_ty}x{lanes}"
-    out = tirx.Select(x >= const(float(top), fty), const(big, wide_ty),
-                      tirx.Select(x <= const(float(low), fty), const(small, wide_ty),
-                                  tirx.Cast(v_ty, x)))
+    if bits < 64:
+        # clamped in float to +-2**62, converted to int64 (exact), clamped there: ``x`` is read
+        # twice, so nested conversions grow twofold per level
+        i64 = "int64" if lanes == 1 else f"int64x{lanes}"
+        c = tirx.Cast(i64, tirx.Max(tirx.Min(x, const(2.0 ** 62, fty)), const(-2.0 ** 62, fty)))
+        out = tirx.Cast(v_ty, tirx.Max(tirx.Min(c, const(big, "int64")),
+                                       const(small, "int64")))
+    else:
+        # the result toward 0 is >= 2**k from x >= 2**k, below the minimum from x <= min - 1
+        top, low = (2 ** bits, -1) if unsigned else (2 ** (bits - 1), -2 ** (bits - 1) - 1)
+        out = tirx.Select(x >= const(float(top), fty), const(big, wide_ty),
+                          tirx.Select(x <= const(float(low), fty), const(small, wide_ty),
+                                      tirx.Cast(v_ty, x)))
     out = tirx.Select(tirx.isnan(x), const(0, wide_ty), out)
     return out if v_ty == ty else tirx.Cast(ty, out)
 

@@ -12,13 +12,6 @@ lies in its low 16 bits became inf or a zero): a NaN stored there first has its 
 cleared and its quiet bit set, so it stays a NaN of the same sign, as on a GPU.  A conversion
 to bfloat16 inside an expression (``T.cast(T.cast(x, "bfloat16"), "float32")``) is rounded the
 same way, where the legalizer would drop it.  CPU only.
-
-The rounding reads its value four times, so it is written as a pure call
-(``tl.round_to_bf16`` / ``tl.quiet_nan_for_bf16``) that :func:`ExpandBF16Rounding` expands into
-a ``Let`` after TVM's legalizer (which does not look inside a ``Let``'s value).  A copy of the
-value for each read made nested conversions grow fourfold per level in our passes: five levels
-of ``T.cast(T.cast(v, "bfloat16"), "float32")`` in one expression took 141 s to compile, 3 s
-now.  TVM's simplifier still substitutes bound values, so much deeper nesting stays slow.
 """
 
 from __future__ import annotations
@@ -40,16 +33,6 @@ def _typed(x: tirx.PrimExpr, elem: str) -> tuple:
     ty = elem if lanes == 1 else f"{elem}x{lanes}"
     return ty, (lambda v: tirx.const(v, elem) if lanes == 1 else
                 tirx.Broadcast(tirx.const(v, elem), lanes))
-
-
-ROUND, QUIET = "tl.round_to_bf16", "tl.quiet_nan_for_bf16"
-for _name in (ROUND, QUIET):
-    tvm.ir.register_op_attr(_name, "TCallEffectKind", tirx.CallEffectKind.Pure.value)
-    tvm.ir.register_op_attr(_name, "TScriptPrinterName", _name.replace("tl.", ""))
-
-
-def _call(name: str, x: tirx.PrimExpr) -> tirx.PrimExpr:
-    return tvm.ir.Call(tvm.ir.Op.get(name), [x], ret_ty=str(x.ty.dtype))
 
 
 def round_to_bf16(x: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -84,8 +67,8 @@ class _Round(StmtMutator):
         lanes = int(tvm.DataType(str(s.value.ty.dtype)).lanes)
         suffix = "" if lanes == 1 else f"x{lanes}"
         x = tirx.Cast(f"float32{suffix}", s.value)
-        kept = QUIET if s.buffer.__chandle__() in self.params else ROUND
-        value = tirx.Cast(f"{BF16}{suffix}", _call(kept, x))
+        kept = quiet_nan_for_bf16 if s.buffer.__chandle__() in self.params else round_to_bf16
+        value = tirx.Cast(f"{BF16}{suffix}", kept(x))
         return tirx.BufferStore(s.buffer, value, list(s.indices))
 
 
@@ -107,26 +90,4 @@ def _rounded_cast(c):
         return c
     lanes = int(tvm.DataType(ty).lanes)
     wide = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", c.value)
-    return tirx.Cast(ty, _call(ROUND, wide))
-
-
-@function_pass("tl.ExpandBF16Rounding")
-def ExpandBF16Rounding(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """The rounding calls of :func:`RoundLowPrecisionStores` written out in float32 and
-    uint32 arithmetic, each value bound once by a ``Let``; runs after TVM's
-    ``BF16ComputeLegalize``."""
-    if not is_cpu(target_of(func)):
-        return func
-    expand = {ROUND: round_to_bf16, QUIET: quiet_nan_for_bf16}
-
-    def visit(call):
-        fn = expand.get(call.op.name) if isinstance(call.op, tvm.ir.Op) else None
-        if fn is None:
-            return call
-        x = call.args[0]
-        if isinstance(x, (tirx.Var, tirx.FloatImm)):
-            return fn(x)
-        var = tirx.Var("wide", x.ty)
-        return tirx.Let(var, x, fn(var))
-
-    return func.with_body(map_nodes(func.body, [(tvm.ir.Call, visit)]))
+    return tirx.Cast(ty, round_to_bf16(wide))
