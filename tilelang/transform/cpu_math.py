@@ -15,8 +15,9 @@ inexactly, computed the way a GPU does.
 * A conversion of a float to an integer type gives what CUDA gives (``cvt.rzi``): toward 0,
   clamped, NaN 0.  A float32 or float64 value is clamped to the 32-bit integer of the target's
   signedness (64-bit for a 64-bit target) and the low bits kept, as nvcc compiles C's cast
-  (``int8(1e10)`` is -1, ``uint8(-3.0)`` 0); a float16, bfloat16 or float8 value is clamped
-  to the target's range (CUDA's conversion operators).  LLVM leaves an out-of-range
+  (``int8(1e10)`` is -1, ``uint8(-3.0)`` 0), and so is a float16 value converted to 8 bits
+  (TVM writes ``(signed char)(int)h``); other float16, bfloat16 and float8 conversions are
+  clamped to the target's range (CUDA's conversion operators).  LLVM leaves an out-of-range
   conversion undefined (x86 gave INT_MIN).
 
 A vector call is made lane by lane.  GPU targets: unchanged (CUDA's own functions).
@@ -122,10 +123,11 @@ def _float_to_int(cast):
     unsigned = elem.startswith("uint")
     bits = tvm.DataType(elem).bits
     x = cast.value
-    if not src.startswith(("float32", "float64")):  # narrow floats: exact in float32, and
-        x = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", x)  # clamped to `ty`
-    elif bits < 64:  # C's cast: clamped to 32 bits, then the low bits kept
-        bits = 32
+    narrow = not src.startswith(("float32", "float64"))
+    if narrow:  # exact in float32
+        x = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", x)
+    if bits < 64 and (not narrow or (src.startswith("float16") and bits == 8)):
+        bits = 32  # clamped to 32 bits, then the low bits kept (TVM writes (char)(int)h)
     wide_ty = f"{'u' if unsigned else ''}int{bits}"
     fty = str(x.ty.dtype).partition("x")[0]
 

@@ -77,14 +77,15 @@ def _is_float(x) -> bool:
 def _python_float_mod(method, reflected: bool):
     """``method`` (``%`` of TVM expressions), with Python's meaning for floating-point
     operands: the remainder takes the divisor's sign (``-1.0 % 3.0 == 2.0``), computed exactly
-    from ``fmod``.  TVM's own ``%`` accepts integers only."""
+    from ``fmod`` in the wider operand's type, as ``+`` promotes (a zero keeps the dividend's
+    sign).  TVM's own ``%`` accepts integers only."""
 
     def mod(self, other):
         if not (_is_float(self) or _is_float(other)):
             return method(self, other)
         a, b = (other, self) if reflected else (self, other)
-        dtype = next((str(v.ty.dtype) for v in (a, b)
-                      if isinstance(v, tvm.ir.Expr) and _is_float(v)), "float32")
+        floats = [str(v.ty.dtype) for v in (a, b) if isinstance(v, tvm.ir.Expr) and _is_float(v)]
+        dtype = max(floats, key=lambda t: tvm.DataType(t).bits, default="float32")
         a, b = (tvm.tirx.const(v, dtype) if isinstance(v, (int, float))
                 else v if str(v.ty.dtype) == dtype else tvm.tirx.Cast(dtype, v) for v in (a, b))
         r = tvm.tirx.fmod(a, b)  # pure: the backends compute it once
@@ -111,12 +112,15 @@ def _checked_shift(method, symbol: str, reflected: bool):
                 raise DSLTypeError(f"`{symbol}` needs integer operands, but got "
                                    f"{getattr(operand, 'ty', 'a float')}")
         ty = getattr(value, "ty", None)
+        bits = 0  # the type both operands are promoted to: the wider one
         if isinstance(amount, tvm.tirx.IntImm):
+            bits = tvm.DataType(str(amount.ty.dtype)).bits
             amount = int(amount.value)
         if isinstance(amount, int) and isinstance(ty, tvm.ir.PrimType):
-            bits = tvm.DataType(str(ty.dtype)).bits
+            bits = max(bits, tvm.DataType(str(ty.dtype)).bits)
             if not 0 <= amount < bits:
-                raise DSLError(f"`{symbol} {amount}`: {ty.dtype} values shift by 0 to "
+                name = str(ty.dtype).rstrip("0123456789") + str(bits)
+                raise DSLError(f"`{symbol} {amount}`: {name} values shift by 0 to "
                                f"{bits - 1} bits")
         return method(self, other)
 

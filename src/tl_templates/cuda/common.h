@@ -9,6 +9,15 @@
 
 #define TL_DEVICE __device__ __forceinline__
 
+// TVM writes T.fmod of half-precision values as hfmod, which CUDA's headers do not declare:
+// computed in float32 (exact) and rounded once.
+TL_DEVICE half hfmod(half a, half b) {
+  return __float2half(fmodf(__half2float(a), __half2float(b)));
+}
+TL_DEVICE __nv_bfloat16 hfmod(__nv_bfloat16 a, __nv_bfloat16 b) {
+  return __float2bfloat16(fmodf(__bfloat162float(a), __bfloat162float(b)));
+}
+
 // NVRTC sees no <cuda.h>, yet a kernel that loads with TMA takes its tensor maps as
 // `const __grid_constant__ CUtensorMap` parameters: declare the driver's type (128 opaque bytes,
 // 128-byte aligned, as CUDA 13's cuda.h declares it), when cuda.h is absent.

@@ -1,7 +1,9 @@
 """DSL misuse raises DSLError naming the op, the buffers/shapes and the user's source line."""
 
 import pytest
+import torch
 
+import tilelang
 import tilelang.language as T
 from tilelang.errors import DSLError
 
@@ -434,3 +436,15 @@ def test_a_shift_no_type_can_do_names_the_operator_and_line(amount, message):
             with T.Kernel(1, threads=1):
                 for i in T.serial(4):
                     B[i] = A[i] << amount  # the shift
+
+
+def test_a_shift_by_a_wider_constant_promotes_the_value():
+    @T.prim_func
+    def main(A: T.Tensor((2,), "int32"), B: T.Tensor((2,), "int64")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(2):
+                B[i] = A[i] << T.int64(40)
+
+    a = torch.tensor([1, -3], dtype=torch.int32)
+    out = tilelang.compile(main, out_idx=[1], target="cpu")(a)
+    assert out.tolist() == [1 << 40, -3 << 40]
