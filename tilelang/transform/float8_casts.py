@@ -58,10 +58,21 @@ def _once(x, name: str, build):
     """``build(v)`` with ``v`` standing for ``x`` evaluated once (a ``Let`` unless ``x`` is a
     variable or a constant): the bit arithmetic reads its input several times, and nested
     conversions would otherwise grow exponentially."""
-    if isinstance(x, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
-        return build(x)
+    if isinstance(x, (tirx.Var, tirx.IntImm, tirx.FloatImm)) or _has_bfloat16(x):
+        return build(x)  # TVM's bfloat16 legalizer skips a Let's value (LLVM then crashed)
     v = tirx.Var(name, str(x.ty.dtype))
     return tirx.Let(v, x, build(v))
+
+
+def _has_bfloat16(x) -> bool:
+    found = []
+
+    def on_expr(e):
+        if isinstance(e.ty, tvm.ir.PrimType) and str(e.ty.dtype).startswith("bfloat16"):
+            found.append(e)
+
+    tvm_ffi.structural_walk(x, (tvm.ir.Expr, on_expr))
+    return bool(found)
 
 
 def _decode(b8, fmt, lanes: int):
