@@ -49,6 +49,9 @@ def reinterpret(value: Any, dtype: Any, span: Any = None) -> Any:
         value, dtype = dtype, value
     target = str(canonical_dtype(dtype, "T.reinterpret"))
     ty = getattr(value, "ty", None)
+    if isinstance(ty, tvm.ir.PrimType) and "bool" in str(ty.dtype) + target:
+        raise DSLTypeError(f"T.reinterpret({ty.dtype} value, {target}): a bool has no bit "
+                           f"pattern to reinterpret (T.cast converts to and from bool)")
     if isinstance(ty, tvm.ir.PrimType) and "float4" not in str(ty.dtype) + target:
         have, want = (tvm.DataType(t) for t in (str(ty.dtype), target))
         if have.bits * have.lanes != want.bits * want.lanes:

@@ -425,6 +425,18 @@ def test_a_reinterpret_between_widths_names_both_types_and_the_line():
                     B[i] = T.reinterpret(A[i], "int16")  # the bits
 
 
+def test_a_reinterpret_of_a_bool_is_refused():
+    # LLVM failed on the i8 -> i1 bit cast
+    from tilelang.errors import DSLTypeError
+
+    with pytest.raises(DSLTypeError, match=r"a bool has no bit pattern"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "uint8"), B: T.Tensor((4,), "bool")):
+            with T.Kernel(1, threads=1):
+                for i in T.serial(4):
+                    B[i] = T.reinterpret(A[i], "bool")
+
+
 @pytest.mark.parametrize("amount, message", [(32, r"`<< 32`: int32 values shift by 0 to "
                                                      r"31 bits"),
                                               (-1, r"`<< -1`: int32 values"),
