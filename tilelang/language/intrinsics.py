@@ -63,10 +63,19 @@ def round(x: Any, mode: str | None = None, span: Any = None) -> Any:  # noqa: A0
 
 def cast(value: Any, dtype: Any, span: Any = None) -> Any:
     """``value`` converted to ``dtype``; a dtype that does not exist (``"float17"``) is a
-    :class:`DSLError` naming ``T.cast`` (TVM would accept it and fail when building)."""
+    :class:`DSLError` naming ``T.cast`` (TVM would accept it and fail when building).  A float
+    constant converted to an integer type is folded as the GPU converts it (clamped, NaN 0)."""
+    from ..transform.cpu_math import gpu_float_to_int
     from ..utils.dtype import canonical_dtype
 
-    return _T.cast(value, str(canonical_dtype(dtype, "T.cast")), span)
+    target = str(canonical_dtype(dtype, "T.cast"))
+    if target.startswith(("int", "uint")) and tvm.DataType(target).lanes == 1 and \
+            isinstance(value, (float, tirx.FloatImm)):  # folded as the GPU converts
+        src = "float32" if isinstance(value, float) else str(value.ty.dtype)
+        v = float(tirx.const(float(value), src).value) if isinstance(value, float) \
+            else value.value
+        return tirx.const(gpu_float_to_int(v, src, target), target)
+    return _T.cast(value, target, span)
 
 
 def pow(x: Any, y: Any, span: Any = None) -> Any:  # noqa: A001

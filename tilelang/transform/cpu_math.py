@@ -113,6 +113,24 @@ def _shift(node):
     return tirx.Select(wide, overflow, node)
 
 
+def gpu_float_to_int(value: float, src: str, dst: str) -> int:
+    """The integer of type ``dst`` that the GPU makes of the ``src`` value ``value`` (the rule
+    of the module doc; ``value`` is already a value of ``src``)."""
+    bits = tvm.DataType(dst).bits
+    if bits < 64 and (src.startswith(("float32", "float64")) or
+                      (src.startswith("float16") and bits == 8)):
+        wide = 32
+    else:
+        wide = bits
+    if value != value:  # NaN
+        return 0
+    unsigned = dst.startswith("uint")
+    low, high = (0, (1 << wide) - 1) if unsigned else (-(1 << (wide - 1)), (1 << (wide - 1)) - 1)
+    n = high if value >= high + 1 else low if value <= low - 1 else int(value)
+    n &= (1 << bits) - 1  # the low bits
+    return n - (1 << bits) if not unsigned and n >= 1 << (bits - 1) else n
+
+
 def _float_to_int(cast):
     """A float -> integer conversion clamped as the GPU's ``cvt.rzi`` clamps it (module doc)."""
     ty, src = str(cast.ty.dtype), str(cast.value.ty.dtype)

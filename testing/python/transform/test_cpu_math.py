@@ -3,6 +3,7 @@
 
 import pytest
 import torch
+import tvm
 
 import tilelang
 import tilelang.language as T
@@ -149,3 +150,14 @@ def test_float_to_integer_conversions_on_the_gpu_match_the_cpu(src, dst):
     cpu = tilelang.compile(_float_to_int(src, dst), out_idx=[1], target="cpu")(a)
     gpu = tilelang.compile(_float_to_int(src, dst), out_idx=[1])(a.cuda())
     assert gpu.cpu().tolist() == cpu.tolist()
+
+
+@pytest.mark.parametrize("src, dst", [("float32", "int8"), ("float32", "uint8"),
+                                      ("float32", "int32"), ("float64", "uint32")])
+def test_a_float_constant_converts_as_a_value_does(src, dst):
+    # TVM's constant folding refused 1e10 -> int8 ("Literal value ... exceeds range")
+    make = getattr(T, src)
+    folded = [T.cast(make(v), dst) for v in BEYOND]
+    assert all(isinstance(c, tvm.tirx.IntImm) for c in folded)
+    k = tilelang.compile(_float_to_int(src, dst), out_idx=[1], target="cpu")
+    assert [int(c.value) for c in folded] == k(_beyond(src)).tolist()
