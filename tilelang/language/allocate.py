@@ -10,7 +10,7 @@ from tvm import tirx
 from tvm.script import tirx as _T
 
 from ..errors import DSLError, DSLTypeError
-from ..utils.dtype import canonical_dtype
+from ..utils.dtype import canonical_dtype, int_range
 from .extent import positive_extent
 
 # Storage scopes; the passes key on these names.
@@ -64,9 +64,7 @@ def alloc_var(dtype: Any, init: Any = None, scope: str = VAR):
         scalar = getattr(v, "scalar", v)
         if isinstance(init, int) and not isinstance(init, bool) and \
                 str(dt).startswith(("int", "uint")):
-            bits = int(dt.bits)
-            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if str(dt).startswith("int") \
-                else (0, (1 << bits) - 1)
+            low, high = int_range(str(dt))
             if not low <= init <= high:
                 raise DSLError(f"T.alloc_var: init {init} does not fit {dt} ({low} to {high})")
         if isinstance(init, (bool, int, float)):

@@ -71,10 +71,9 @@ def cast(value: Any, dtype: Any, span: Any = None) -> Any:
     target = str(canonical_dtype(dtype, "T.cast"))
     if target.startswith(("int", "uint")) and tvm.DataType(target).lanes == 1 and \
             isinstance(value, (float, tirx.FloatImm)):  # folded as the GPU converts
-        src = "float32" if isinstance(value, float) else str(value.ty.dtype)
-        v = float(tirx.const(float(value), src).value) if isinstance(value, float) \
-            else value.value
-        return tirx.const(gpu_float_to_int(v, src, target), target)
+        if isinstance(value, float):
+            value = tirx.const(value, "float32")
+        return tirx.const(gpu_float_to_int(value.value, str(value.ty.dtype), target), target)
     return _T.cast(value, target, span)
 
 

@@ -65,10 +65,6 @@ def _report(kernel: str, buffer: str, access: str, where: str, ndim: int, *rest:
     raise OutOfBoundsError(msg + (f"\n  {where}" if where else ""))
 
 
-def _accesses_checked() -> bool:
-    return not pass_config.get(pass_config.PassConfigKey.TL_DISABLE_BOUNDS_CHECK, False)
-
-
 # --- MarkSourceLines ----------------------------------------------------------------------
 def _mark(stmt):
     if isinstance(stmt, tirx.Evaluate) and decode(stmt) is not None:
@@ -109,7 +105,9 @@ class _Checker:
 
     def __init__(self, func: tirx.PrimFunc):
         self.az = Analyzer()
-        self.check_accesses = _accesses_checked()  # divisions by zero are checked always
+        # divisions by zero are checked always
+        self.check_accesses = not pass_config.get(
+            pass_config.PassConfigKey.TL_DISABLE_BOUNDS_CHECK, False)
         self.sites: list[_Site] = []
         self.where: list[str] = [""]
         self.marked = 0  # depth of tile-operator source marks around the current statement

@@ -30,6 +30,7 @@ from tvm import tirx
 
 from ..engine.target import is_cpu
 from ..ir_utils import map_nodes
+from ..utils.dtype import int_range
 from .passes import function_pass, target_of
 
 
@@ -113,22 +114,25 @@ def _shift(node):
     return tirx.Select(wide, overflow, node)
 
 
-def gpu_float_to_int(value: float, src: str, dst: str) -> int:
-    """The integer of type ``dst`` that the GPU makes of the ``src`` value ``value`` (the rule
-    of the module doc; ``value`` is already a value of ``src``)."""
+def _clamp_type(src: str, dst: str) -> str:
+    """The integer type the GPU clamps a ``src`` float to before keeping the low bits of
+    integer type ``dst`` (module doc)."""
     bits = tvm.DataType(dst).bits
     if bits < 64 and (src.startswith(("float32", "float64")) or
                       (src.startswith("float16") and bits == 8)):
-        wide = 32
-    else:
-        wide = bits
+        bits = 32
+    return f"{'u' if dst.startswith('uint') else ''}int{bits}"
+
+
+def gpu_float_to_int(value: float, src: str, dst: str) -> int:
+    """The integer of type ``dst`` that the GPU makes of the ``src`` value ``value`` (the rule
+    of the module doc; ``value`` is already a value of ``src``)."""
     if value != value:  # NaN
         return 0
-    unsigned = dst.startswith("uint")
-    low, high = (0, (1 << wide) - 1) if unsigned else (-(1 << (wide - 1)), (1 << (wide - 1)) - 1)
+    low, high = int_range(_clamp_type(src, dst))
     n = high if value >= high + 1 else low if value <= low - 1 else int(value)
-    n &= (1 << bits) - 1  # the low bits
-    return n - (1 << bits) if not unsigned and n >= 1 << (bits - 1) else n
+    dst_low, dst_high = int_range(dst)
+    return (n - dst_low) % (dst_high - dst_low + 1) + dst_low  # the low bits
 
 
 def _float_to_int(cast):
@@ -138,25 +142,19 @@ def _float_to_int(cast):
         return cast
     elem, _, lanes = ty.partition("x")
     lanes = int(lanes or 1)
-    unsigned = elem.startswith("uint")
-    bits = tvm.DataType(elem).bits
     x = cast.value
-    narrow = not src.startswith(("float32", "float64"))
-    if narrow:  # exact in float32
+    if not src.startswith(("float32", "float64")):  # narrow floats: exact in float32
         x = tirx.Cast("float32" if lanes == 1 else f"float32x{lanes}", x)
-    if bits < 64 and (not narrow or (src.startswith("float16") and bits == 8)):
-        bits = 32  # clamped to 32 bits, then the low bits kept (TVM writes (char)(int)h)
-    wide_ty = f"{'u' if unsigned else ''}int{bits}"
+    wide_ty = _clamp_type(src, elem)
     fty = str(x.ty.dtype).partition("x")[0]
 
     def const(v, t):
         c = tirx.const(v, t)
         return c if lanes == 1 else tirx.Broadcast(c, lanes)
 
-    big = (1 << bits) - 1 if unsigned else (1 << (bits - 1)) - 1
-    small = 0 if unsigned else -(1 << (bits - 1))
+    small, big = int_range(wide_ty)
     v_ty = wide_ty if lanes == 1 else f"{wide_ty}x{lanes}"
-    if bits < 64:
+    if tvm.DataType(wide_ty).bits < 64:
         # clamped in float to +-2**62, converted to int64 (exact), clamped there: ``x`` is read
         # twice, so nested conversions grow twofold per level
         i64 = "int64" if lanes == 1 else f"int64x{lanes}"
@@ -164,10 +162,10 @@ def _float_to_int(cast):
         out = tirx.Cast(v_ty, tirx.Max(tirx.Min(c, const(big, "int64")),
                                        const(small, "int64")))
     else:
-        # the result toward 0 is >= 2**k from x >= 2**k, below the minimum from x <= min - 1
-        top, low = (2 ** bits, -1) if unsigned else (2 ** (bits - 1), -2 ** (bits - 1) - 1)
-        out = tirx.Select(x >= const(float(top), fty), const(big, wide_ty),
-                          tirx.Select(x <= const(float(low), fty), const(small, wide_ty),
+        # the result toward 0 is above the maximum from x >= max + 1, below the minimum from
+        # x <= min - 1
+        out = tirx.Select(x >= const(float(big + 1), fty), const(big, wide_ty),
+                          tirx.Select(x <= const(float(small - 1), fty), const(small, wide_ty),
                                       tirx.Cast(v_ty, x)))
     out = tirx.Select(tirx.isnan(x), const(0, wide_ty), out)
     return out if v_ty == ty else tirx.Cast(ty, out)

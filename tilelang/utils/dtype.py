@@ -249,6 +249,14 @@ def infinity(name: str, negative: bool = False) -> tvm.ir.Expr:
     return tirx.const(float("-inf") if negative else float("inf"), name)
 
 
+def int_range(name: str) -> tuple[int, int]:
+    """The smallest and largest values of integer type ``name`` (``int8``: -128, 127)."""
+    bits = tvm.DataType(name).bits
+    if name.startswith("uint"):
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
 def is_narrow_float(name: str) -> bool:
     """Whether ``name`` (a scalar or vector dtype) is a float narrower than 16 bits (float8,
     float6, float4), a type CUDA has neither arithmetic nor wide vectors of."""

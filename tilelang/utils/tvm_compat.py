@@ -141,12 +141,10 @@ def install() -> None:
         tvm.tirx.stmt_functor = _stmt_functor_module()
     if not hasattr(tvm.tirx.PrimFunc, "buffer_map"):
         tvm.tirx.PrimFunc.buffer_map = property(_buffer_map)
-    for name in ("__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__"):
-        method = tvm.ir.expr.ExprOperand.__dict__[name]
-        if not getattr(method, "_tilelang", False):
-            setattr(tvm.ir.expr.ExprOperand, name, _typed_int_operand(method))
-    patches = {"__mod__": lambda m: _python_float_mod(m, False),
-               "__rmod__": lambda m: _python_float_mod(m, True)}
+    patches = {name: _typed_int_operand
+               for name in ("__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__")}
+    patches["__mod__"] = lambda m: _python_float_mod(m, False)
+    patches["__rmod__"] = lambda m: _python_float_mod(m, True)
     for name, symbol in (("lshift", "<<"), ("rshift", ">>")):
         patches[f"__{name}__"] = lambda m, s=symbol: _checked_shift(m, s, False)
         patches[f"__r{name}__"] = lambda m, s=symbol: _checked_shift(m, s, True)
