@@ -82,12 +82,13 @@ def stock_passes() -> list[tvm.transform.Pass]:
     from tvm import s_tir, tirx
     from tvm.backend.cuda import transforms as cuda_transforms
 
-    from ..transform import param_alignment, vector_alignment
+    from ..transform import constant_conversions, param_alignment, vector_alignment
 
     config = tvm.transform.PassContext.current().config
     passes = [
         tirx.transform.LowerTIRx(),
         s_tir.transform.UnifyThreadBinding(),
+        constant_conversions.FoldConstantConversions(),
         tirx.transform.StmtSimplify(),
         tirx.transform.LowerTIRxOpaque(),
         tirx.transform.FlattenBuffer(),
@@ -95,6 +96,7 @@ def stock_passes() -> list[tvm.transform.Pass]:
         tirx.transform.NarrowDataType(32),
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
         tirx.transform.UnrollLoop(),
+        constant_conversions.FoldConstantConversions(),  # unrolled indices are constants
         tirx.transform.StmtSimplify(),
         # a wide access at an offset not proven aligned to its width would fault on the GPU
         vector_alignment.ScalarizeUnalignedVectors(),

@@ -3,6 +3,7 @@ torch / numpy counterparts."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -79,9 +80,12 @@ class dtype(tvm.DataType):  # noqa: N801  (the public name is ``T.dtype``)
         return super().__new__(cls, _resolve(value, "T.dtype"))
 
     def __call__(self, expr: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(expr, int) and not isinstance(expr, bool) and not args and not kwargs \
-                and str(self).startswith(("int", "uint")):
-            return tirx.const(expr, str(self))  # TVMScript's UInt64(2**64 - 1) fails
+        if isinstance(expr, (int, float)) and not isinstance(expr, bool) and not args \
+                and not kwargs and str(self).startswith(("int", "uint")):
+            low, high = int_range(str(self))  # a float converts toward zero, as in C
+            if not (math.isfinite(expr) and low <= int(expr) <= high):
+                raise DSLError(f"T.{self}({expr!r}): outside {self}'s range {low}..{high}")
+            return tirx.const(int(expr), str(self))  # TVMScript's UInt64(2**64 - 1) fails
         ctor = _tvm_constructor(str(self))
         if ctor is not None:
             return ctor(expr, *args, **kwargs)

@@ -141,6 +141,13 @@ def test_infinity_of_every_float_type_with_one(dtype):
         T.infinity(T.float8_e4m3fn)
 
 
+def test_integer_constructors_convert_toward_zero_and_refuse_what_does_not_fit():
+    assert str(T.int8(-3.7)) == "T.int8(-3)" and str(T.uint8(255.9)) == "T.uint8(255)"
+    for value in (128, -129.5, 2**64, float("nan"), float("inf")):
+        with pytest.raises(DSLError, match=r"T.int8\(.*\): outside int8's range -128..127"):
+            T.int8(value)
+
+
 def test_python_ints_take_the_integer_type_of_a_bitwise_operand():
     assert str(T.uint32(0xFFFFFFFF)) == "T.uint32(4294967295)"
     assert str(T.uint64(2**64 - 1)) == "T.uint64(18446744073709551615)"
