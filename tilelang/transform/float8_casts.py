@@ -14,8 +14,8 @@ float8 values (and a conversion between the two formats) are rounded back to flo
 ``PromoteNarrowFloatArith`` has CUDA do.  float16 and bfloat16 sources go through float32
 (exact); a float64 source is rounded from its own bits, once.  ``T.reinterpret`` of a float8
 value as ``uint8``, ``int8`` or the other float8 format is its bits.  A kernel with a float8
-value of any other form (a call on float8 values, a pointer to a float8 element, a ``T.view`` /
-``T.reshape`` of a float8 tile) is left to TVM whole.
+value of any other form (a call on float8 values, a pointer to a float8 element) is left to
+TVM whole.  A ``T.view`` / ``T.reshape`` of or as a float8 tile is declared over the twins.
 """
 
 from __future__ import annotations
@@ -296,6 +296,23 @@ class _Float8:
         self.kept.add(value.__chandle__())
         return tirx.BufferStore(s.buffer, value, list(s.indices), span=s.span)
 
+    def on_decl(self, d):
+        """A view (``T.view``, ``T.reshape``) of or as a kernel-local float8 tile: declared
+        over the twins."""
+        from ..language.view import viewed_buffer
+
+        base = viewed_buffer(d)
+        if base is None:
+            if self.local(d.buffer):
+                raise _Unsupported(str(d.buffer))
+            return d
+        if not (self.local(d.buffer) or self.local(base)):
+            return d
+        data = tvm.ir.Call(d.data.op, [self.twin(base) if self.local(base) else base],
+                           ret_ty=d.data.ty)
+        return tirx.DeclBuffer(self.twin(d.buffer) if self.local(d.buffer) else d.buffer,
+                               data=data)
+
     def on_alloc(self, a):
         if not self.local(a.buffer):
             return a
@@ -308,12 +325,11 @@ def ExactFloat8Casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
     if not is_cpu(target_of(func)) or not _float8_nodes(func.body):
         return func
     rw = _Float8(func)
-    if _views_of_float8_tiles(func.body, rw):
-        return func
     try:
         body = map_nodes(func.body, [(tirx.Cast, rw.on_cast), (tvm.ir.Call, rw.on_call),
                                      (tirx.BufferStore, rw.on_store),
-                                     (tirx.AllocBuffer, rw.on_alloc)] +
+                                     (tirx.AllocBuffer, rw.on_alloc),
+                                     (tirx.DeclBuffer, rw.on_decl)] +
                          [(t, rw.on_compare) for t in _COMPARE])
     except _Unsupported:
         return func
@@ -335,22 +351,6 @@ def _float8_nodes(body) -> int:
 
     tvm_ffi.structural_walk(body, [(tvm.ir.Expr, on_expr)])
     return len(found)
-
-
-def _views_of_float8_tiles(body, rw: _Float8) -> bool:
-    """Whether a buffer is declared over a kernel-local float8 tile (``T.view``, ``T.reshape``):
-    its twin would leave the alias without storage, so such kernels are left to TVM."""
-    from ..language.view import viewed_buffer
-
-    found = []
-
-    def on_decl(d):
-        base = viewed_buffer(d)
-        if rw.local(d.buffer) or (base is not None and rw.local(base)):
-            found.append(d)
-
-    tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
-    return bool(found)
 
 
 def _float8_buffers(body, rw: _Float8) -> bool:

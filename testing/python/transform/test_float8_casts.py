@@ -258,21 +258,31 @@ def test_reinterpreted_float8_values_are_their_bits():
     assert bool(((c == want) | (c.isnan() & want.isnan())).all())
 
 
-def test_a_view_of_a_float8_tile_is_left_to_tvm_and_compiles():
+def test_views_of_and_as_float8_tiles_hold_exact_values():
+    # a view of a float8 tile was left to TVM, whose lowering decoded 0 as 0.0078125
     @T.prim_func
-    def main(A: T.Tensor((16,), "float8_e4m3fn"), B: T.Tensor((16,), "int32")):
+    def main(A: T.Tensor((16, 16), "float8_e4m3fn"), B: T.Tensor((256,), "int32"),
+             C: T.Tensor((256,), "float32"), D: T.Tensor((256,), "float32")):
         with T.Kernel(1, threads=1):
-            S = T.alloc_shared((16,), "float8_e4m3fn")
-            V = T.view(S, dtype="uint8")
-            for i in T.serial(16):
-                S[i] = A[i]
-            for i in T.serial(16):
-                B[i] = T.cast(V[i], "int32")
+            S = T.alloc_shared((16, 16), "float8_e4m3fn")
+            U = T.alloc_shared((256,), "uint8")
+            T.copy(A, S)
+            bits, flat, as_f8 = T.view(S, (256,), dtype="uint8"), T.reshape(S, (256,)), \
+                T.view(U, dtype="float8_e4m3fn")
+            for i in T.serial(256):
+                B[i] = T.cast(bits[i], "int32")
+                C[i] = T.cast(flat[i], "float32")
+                U[i] = bits[i]
+            for i in T.serial(256):
+                D[i] = T.cast(as_f8[i], "float32")
 
-    codes = torch.arange(16, dtype=torch.uint8)
-    b = torch.empty(16, dtype=torch.int32)
-    tilelang.compile(main, target="cpu")(codes.view(torch.float8_e4m3fn), b)
+    codes = torch.arange(256, dtype=torch.uint8)
+    b, c, d = torch.empty(256, dtype=torch.int32), torch.empty(256), torch.empty(256)
+    tilelang.compile(main, target="cpu")(codes.view(torch.float8_e4m3fn).view(16, 16), b, c, d)
     assert b.tolist() == codes.int().tolist()
+    want = codes.view(torch.float8_e4m3fn).float()
+    for got in (c, d):
+        assert bool(((got == want) | (got.isnan() & want.isnan())).all())
 
 
 def test_float8_through_bfloat16_arithmetic_compiles_and_runs():
