@@ -14,8 +14,8 @@ float8 values (and a conversion between the two formats) are rounded back to flo
 ``PromoteNarrowFloatArith`` has CUDA do.  float16 and bfloat16 sources go through float32
 (exact); a float64 source is rounded from its own bits, once.  ``T.reinterpret`` of a float8
 value as ``uint8``, ``int8`` or the other float8 format is its bits.  A kernel with a float8
-value of any other form (a call on float8 values, a pointer to a float8 element) is left to
-TVM whole.  A ``T.view`` / ``T.reshape`` of or as a float8 tile is declared over the twins.
+value of any other form (a call on float8 values, a pointer to a float8 element) is a
+``LoweringError`` (TVM's lowering would give wrong values).  A ``T.view`` / ``T.reshape`` of or as a float8 tile is declared over the twins.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import tvm_ffi
 from tvm import tirx
 
 from ..engine.target import is_cpu
+from ..errors import LoweringError
 from ..ir_utils import map_nodes
 from .passes import function_pass, target_of
 
@@ -177,7 +178,7 @@ def _byte_reinterpret(e, lanes: int):
 
 
 class _Unsupported(Exception):
-    """A float8 value this pass does not compute (the kernel is left to TVM)."""
+    """A float8 value this pass does not compute (a ``LoweringError``)."""
 
 
 class _Float8:
@@ -331,12 +332,16 @@ def ExactFloat8Casts(func: tirx.PrimFunc) -> tirx.PrimFunc:
                                      (tirx.AllocBuffer, rw.on_alloc),
                                      (tirx.DeclBuffer, rw.on_decl)] +
                          [(t, rw.on_compare) for t in _COMPARE])
-    except _Unsupported:
-        return func
-    # all or nothing: a float8 value left for TVM makes FP8ComputeLegalize rewrite the
+    except _Unsupported as e:
+        raise LoweringError(f"float8 on the CPU: {e} has no exact lowering here (TVM's decodes "
+                            "0 as 0.0078125); convert float8 values with T.cast(x, \"float32\") "
+                            "before other operations") from None
+    # all or nothing: a float8 value left over would make FP8ComputeLegalize rewrite the
     # parameters' bits under our casts too
     if _float8_nodes(body) != len(rw.kept) or _float8_buffers(body, rw):
-        return func
+        raise LoweringError("float8 on the CPU: a float8 value of a form this backend cannot "
+                            "compute exactly; convert float8 values with T.cast(x, \"float32\") "
+                            "before other operations")
     return func.with_body(body)
 
 

@@ -7,6 +7,7 @@ import torch
 
 import tilelang
 import tilelang.language as T
+from tilelang.errors import LoweringError
 
 FORMATS = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 N = 4096
@@ -300,3 +301,15 @@ def test_float8_through_bfloat16_arithmetic_compiles_and_runs():
     tilelang.compile(main, target="cpu")(a, out)
     want = _reference(a.float() * 1.5, torch.float8_e4m3fn)
     assert _same(out, want)
+
+
+def test_a_float8_form_without_an_exact_cpu_lowering_is_an_error():
+    # it was left to TVM's lowering, which reads 0 as 0.0078125
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float8_e4m3fn"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(8):
+                B[i] = T.cast(T.call_pure_extern("float8_e4m3fn", "f", A[i]), "float32")
+
+    with pytest.raises(LoweringError, match=r"float8 on the CPU: .*call_pure_extern.*T.cast"):
+        tilelang.compile(main, target="cpu")
