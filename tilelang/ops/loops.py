@@ -181,8 +181,9 @@ def max_lanes(dtype: str, max_bytes: int = 16) -> int:
 
 def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
     """Widest vector (in elements) that every region can move along its last dim: the last
-    buffer dim is the region's last non-unit dim, and extents, region starts and the buffer's
-    row length are all multiples of it."""
+    buffer dim is the region's last non-unit dim and contiguous (stride 1), and extents,
+    region starts, the buffer's row length, its other strides and its offset are all
+    multiples of it."""
     from . import region as R
 
     dt = R.buffer_of(regions[0]).dtype
@@ -194,9 +195,13 @@ def vector_width(regions, analyzer: Analyzer, max_bytes: int = 16) -> int:
         ext = R.extents(reg)
         if not ext or _is_one(ext[-1]):
             return 1
-        while v > 1 and not (analyzer.can_prove(tirx.floormod(ext[-1], v) == 0) and
-                             analyzer.can_prove(tirx.floormod(reg.region[-1].min, v) == 0) and
-                             analyzer.can_prove(tirx.floormod(buf.shape[-1], v) == 0)):
+        strides = list(buf.strides or [])
+        if strides and not analyzer.can_prove(strides[-1] == 1):
+            return 1  # a strided view: consecutive elements are not adjacent in memory
+        multiples = [ext[-1], reg.region[-1].min, buf.shape[-1], *strides[:-1]]
+        if buf.elem_offset is not None:
+            multiples.append(buf.elem_offset)
+        while v > 1 and not all(analyzer.can_prove(tirx.floormod(m, v) == 0) for m in multiples):
             v //= 2
     return v
 

@@ -175,3 +175,32 @@ def test_strided_copy_on_the_gpu():
     torch.cuda.synchronize()
     assert torch.equal(b, a)
     assert torch.count_nonzero(back[:, :40]) == 0
+
+
+def column_major_tiles(stages):
+    """O = A for a (256, 64) column-major A (strides (1, 256)), copied through a shared tile."""
+    @T.prim_func
+    def main(A: T.StridedTensor((256, 64), (1, 256), "float16"), O: T.Tensor((256, 64), "float16")):
+        with T.Kernel(2, threads=128) as by:
+            A_s = T.alloc_shared((128, 32), "float16")
+            for k in T.Pipelined(2, num_stages=stages):
+                T.copy(A[by * 128, k * 32], A_s)
+                T.copy(A_s, O[by * 128, k * 32])
+
+    return main
+
+
+@needs_nvcc
+def test_a_column_major_tile_is_not_copied_in_row_vectors():
+    # a pipelined copy moved 8 memory-adjacent halves (a column) into a row with cp.async
+    src = tilelang.compile(column_major_tiles(2), target="cuda -arch=sm_90a").get_kernel_source()
+    assert "cp_async_cg" not in src and "= A_ptr[" in src
+    a = torch.randn(64, 256, dtype=torch.float16).t()
+    assert torch.equal(tilelang.compile(column_major_tiles(2), out_idx=[1], target="cpu")(a), a)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [0, 2])
+def test_column_major_tiles_on_the_gpu(stages):
+    a = torch.randn(64, 256, dtype=torch.float16, device="cuda").t()
+    assert torch.equal(tilelang.compile(column_major_tiles(stages), out_idx=[1])(a), a)
