@@ -111,8 +111,6 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> Any:
     from ..device import sm80, sync
     from .kernel import _current
 
-    if barrier_id is None and arrive_count is None:
-        return tirx.call_intrin("int32", "tirx.tvm_storage_sync", "shared")
     op = "T.sync_threads"
     block = _current(op).num_threads
     if barrier_id is None:

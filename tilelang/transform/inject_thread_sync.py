@@ -25,7 +25,9 @@ ops: the writes of an op that completes asynchronously (cp.async) are left to th
 that issued it (its reads, such as a TMA store's of its tile, count, and last until a wait on
 its mechanism, which counts as a read of every tile such ops read), an op with a barrier
 at entry (a cross-warp all-reduce) needs none before it, and a barrier op ends the hazards
-of its group.  CPU: unchanged.
+of its group.  The user's block barriers in a warp-specialized kernel's consumer body
+(``CONSUMER_BODY_ATTR``) become the consumer group's: the producer never reaches them.
+CPU: unchanged.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from tvm import tirx
 
 from ..device import sm80 as device
 from ..device.effects import Mechanism, accessed_buffers, effect_of
-from ..device.thread_group import BarrierIds, ThreadGroup, group_of
+from ..device.thread_group import CONSUMER_BODY_ATTR, BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ir_utils import map_kernels, thread_extent, uses_var
@@ -198,6 +200,7 @@ class _Sync:
         self.block = block
         self.ids = BarrierIds(block)
         self.group = block  # the group running the code being analysed
+        self.user_code = False  # in a warp-specialized kernel's consumer body
 
     def barrier(self, group: ThreadGroup, divergent: bool = False) -> tirx.Stmt:
         return tirx.Evaluate(device.barrier(self.ids.of(group, divergent), group.count))
@@ -220,6 +223,8 @@ class _Sync:
         """(new statement, state after it)."""
         bar = _barrier_of(s)
         if bar is not None:
+            if self.user_code and bar[0] == 0:  # the user's block is the consumer group now
+                return self.barrier(self.group), _State()
             return s, (_State() if bar[1] >= self.group.count else st)
         if isinstance(s, tirx.SeqStmt):
             return self.sequence(list(s.seq), st)
@@ -229,7 +234,10 @@ class _Sync:
             return self.branches(s, st)
         if self.block_level(s) and (_contains_barrier(s) or self._has_shared(s)):
             if isinstance(s, tirx.AttrStmt):
+                outer, self.user_code = self.user_code, \
+                    self.user_code or s.attr_key == CONSUMER_BODY_ATTR
                 b, st = self.stmt(s.body, st)
+                self.user_code = outer
                 return tirx.AttrStmt(s.node, s.attr_key, s.value, b), st
             if isinstance(s, tirx.IfThenElse):
                 t, st_t = self.stmt(s.then_case, st.copy())

@@ -17,7 +17,8 @@ Both copies of a loop carry ``WS_ROLE`` / ``WS_LOOP`` / ``WS_PARTITION``; the pi
 gives the producer copy the TMA loads (waiting on "empty", arming "full" with expect_tx) and
 the consumer copy the rest of the body (waiting on "full", arriving on "empty"), sharing one
 mbarrier ring (``WarpSpecializedProtocol``).  ``tx`` and every index keep their meaning; the
-user's code, now run by the consumer group, synchronizes with that group's named barrier.
+user's code, now run by the consumer group, synchronizes with that group's named barrier (its
+block barriers too: ``InjectThreadSync``).
 Copies outside the loops (e.g. attention's Q tile) stay with the consumers (a synchronous TMA
 load of their group).
 
@@ -30,7 +31,7 @@ default ones are lowered to fit (or dropped, with a debug log).
 
 Falls back to the non-specialized pipeline, with a debug log on the ``tilelang`` logger
 saying why, when: ``tl.disable_warp_specialized`` is set; the kernel has explicit thread
-groups, barriers or ``T.set_max_nreg`` (manual control); the block is not a 1-D whole number
+groups, mbarriers, named or grid barriers or ``T.set_max_nreg`` (manual control); the block is not a 1-D whole number
 of warp groups or would exceed 1024 threads; no pipelined loop has only TMA producers; a loop
 sits under control flow the producer cannot evaluate (it reads memory, or a variable bound by
 code the producer does not run) or inside another pipelined loop, or its tiles are not
@@ -52,7 +53,7 @@ import tvm_ffi
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
 
-from ..device import cluster, registers
+from ..device import cluster, registers, sync
 from ..device.effects import device_op_of
 from ..device.thread_group import CONSUMER_BODY_ATTR, GROUP_ATTR, WARP_GROUP, ThreadGroup
 from ..engine.target import is_cpu
@@ -70,6 +71,10 @@ from .plan_shared_memory import fit_stages, smem_limit, staged_peak
 log = logging.getLogger("tilelang")
 
 PRODUCER_REGS, CONSUMER_REGS = 24, 240
+# device ops that make a kernel manual: a named barrier's id may be the consumer group's, and
+# a grid barrier waits for a producer that never reaches it
+_MANUAL_OPS = (registers.SETMAXNREG, sync.SYNC_NAMED, sync.SYNC_PARTIAL,
+               sync.NAMED_BARRIER_ARRIVE, sync.GRID_SYNC)
 Key = pass_config.PassConfigKey
 
 
@@ -378,10 +383,10 @@ class _Kernels(StmtMutator):
             return off(f"a producer warp group would make {user + WARP_GROUP} threads (max 1024)")
         manual = [a for a in find_all(body, tirx.AttrStmt) if a.attr_key == GROUP_ATTR] or \
             find_all(body, tirx.AllocBuffer, lambda a: MBARRIER in a.annotations) or \
-            find_all(body, tvm.ir.Call, lambda c: device_op_of(c) is registers.SETMAXNREG)
+            find_all(body, tvm.ir.Call, lambda c: device_op_of(c) in _MANUAL_OPS)
         if manual:
-            return off("the kernel has its own thread groups, barriers or T.set_max_nreg "
-                       "(manual control)")
+            return off("the kernel has its own thread groups, barriers (mbarriers, named or "
+                       "grid barriers) or T.set_max_nreg (manual control)")
         planner = _Pipeline(body, self.target)  # the kernel's own tiles
         planner.config = self.config
         chosen, producer_stmts, why = {}, {}, []

@@ -52,6 +52,20 @@ def test_sync_threads_is_a_block_barrier():
             B[tx] = S[63 - tx]
 
     assert "__syncthreads()" in tilelang.lower(main, target="cuda -arch=sm_80").kernel_source
+
+    @T.prim_func
+    def parallel(A: T.Tensor((64,), T.float32), B: T.Tensor((64,), T.float32)):
+        with T.Kernel(1, threads=64):
+            S = T.alloc_shared((64,), T.float32)
+            for i in T.Parallel(64):
+                S[i] = A[i] * 2
+            T.sync_threads()  # the CPU build failed: LLVM codegen has no tvm_storage_sync
+            for i in T.Parallel(64):
+                B[i] = S[63 - i] + 1
+
+    a = torch.randn(64)
+    got = tilelang.compile(parallel, out_idx=[1], target="cpu")(a)
+    torch.testing.assert_close(got, (a * 2).flip(0) + 1)
     with pytest.raises(DSLError, match="only valid inside a T.Kernel"):
         T.sync_threads(1, 128)  # the named form needs the block's size (test_named_barrier.py)
 

@@ -203,3 +203,19 @@ def test_tile_stores_without_tma(case):
     cfg = {"tl.disable_tma_lower": True} if case == "disable_tma_lower" else {}
     f = lowered(prog, target="cuda -arch=sm_80" if case == "sm_80" else SM90, **cfg)
     assert not calls(f, "tma_store") and not calls(f, "tma_store_wait")
+
+
+def test_an_empty_range_does_not_move_the_ring_back():
+    # the ring base was advanced by hi - lo: a run over an empty range (lo > hi) left the next
+    # run's consumers waiting on parities of phases that never completed
+    @T.prim_func
+    def main(A: T.Tensor((128, 256), "float16"), O: T.Tensor((128, 32), "float16"),
+             lo: T.int32, hi: T.int32):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((128, 32), "float16")
+            for k in T.Pipelined(lo, hi, num_stages=3):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(A_s, O)
+
+    text = lowered(main).script()
+    assert "k_pipe_base = k_pipe_base + T.max(hi - lo, 0)" in text

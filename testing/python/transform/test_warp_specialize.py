@@ -329,6 +329,37 @@ def test_fallbacks_say_why(caplog):
     assert block_threads(f) == 1024 and "1152 threads (max 1024)" in caplog.text
 
 
+def barrier_then_stream(barrier):
+    """stream_sum with the user's ``barrier()`` after clearing the accumulator."""
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 64), "float16"), Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            T.clear(F)
+            barrier()
+            for k in T.Pipelined(8, num_stages=2):
+                T.copy(A[k * 64, 0], S)
+                for i, j in T.Parallel(64, 64):
+                    F[i, j] += S[i, j]
+            T.copy(F, Y)
+
+    return main
+
+
+def test_the_user_s_block_barrier_becomes_the_consumer_group_s(caplog):
+    # it stayed __syncthreads in the consumers' code, which the producer never reaches: a hang
+    for barrier in (lambda: T.sync_threads(), lambda: T.sync_threads(0)):
+        f = lowered(barrier_then_stream(barrier))
+        bars = dev_calls(regions(f)[(0, 128)], "barrier")
+        assert block_threads(f) == 256 and bars
+        assert all((int(b.args[0]), int(b.args[1])) == (1, 128) for b in bars)
+    caplog.set_level(logging.DEBUG, logger="tilelang")  # a named one may be the group's id
+    f = lowered(barrier_then_stream(lambda: T.sync_threads(1, 64)))
+    assert block_threads(f) == 128 and "named or grid barriers" in caplog.text
+
+
 @pytest.mark.parametrize("K", [64, 128])
 def test_trip_counts_smaller_than_stages(K):
     f = lowered(matmul(256, 256, K, 128, 64, 64, num_stages=3))
@@ -343,7 +374,7 @@ def test_dynamic_trip_count():
     f = lowered(matmul(256, 256, K, 64, 64, 64, tA=True, num_stages=3))
     s = split_summary(f)
     assert s["threads"] == 256 and s[(128, 128)]["tma"] == 2
-    assert "k_pipe_base = k_pipe_base + (K + 63) // 64" in regions(f)[(128, 128)].script()
+    assert "k_pipe_base = k_pipe_base + T.max((K + 63) // 64, 0)" in regions(f)[(128, 128)].script()
 
 
 # a loop bound held in a kernel scalar ------------------------------------------------------
