@@ -20,6 +20,9 @@ inexactly, computed the way a GPU does.
   clamped to the target's range (CUDA's conversion operators).  LLVM leaves an out-of-range
   conversion undefined (x86 gave INT_MIN).
 
+* A float ``T.min``/``T.max`` ignores a NaN operand in either order, as CUDA's ``fminf`` /
+  ``fmaxf`` do (LLVM's compare-and-select gave the second operand).
+
 A vector call is made lane by lane.  GPU targets: unchanged (CUDA's own functions).
 """
 
@@ -94,6 +97,23 @@ def _lower(call):
     if call.op in _LIBM and elem in ("float32", "float64"):
         return _libm(call, elem, lanes)
     return call
+
+
+def nan_ignoring(node):
+    """A float ``Min``/``Max`` as ``llvm.minnum``/``maxnum``: a NaN operand gives the other
+    one, in either order (CUDA's ``fminf``/``fmaxf``, ``__hmin``/``__hmax``); LLVM's
+    compare-and-select gave the second operand.  float16 and bfloat16 in float32 (exact);
+    float8 is left to ``ExactFloat8Casts``, which calls this on its float32 values."""
+    ty = str(node.ty.dtype)
+    elem, _, lanes = ty.partition("x")
+    if not elem.startswith(("float", "bfloat")) or elem.startswith("float8"):
+        return node
+    name = "llvm.maxnum" if isinstance(node, tirx.Max) else "llvm.minnum"
+    if elem in _HALF:
+        wide = "float32" + (f"x{lanes}" if lanes else "")
+        return tirx.Cast(ty, tirx.call_llvm_pure_intrin(
+            wide, name, tirx.Cast(wide, node.a), tirx.Cast(wide, node.b)))
+    return tirx.call_llvm_pure_intrin(ty, name, node.a, node.b)
 
 
 def _shift(node):
@@ -174,11 +194,13 @@ def _float_to_int(cast):
 @function_pass("tl.LowerCPUMath")
 def LowerCPUMath(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """CPU: half-precision math in float32; ``tanh`` and ``fmod`` from the C library; wide
-    integer shifts and float -> integer conversions clamped as on the GPU."""
+    integer shifts and float -> integer conversions clamped, float min/max NaN-ignoring, as
+    on the GPU."""
     if not is_cpu(target_of(func)):
         return func
     body = map_nodes(func.body, [(tvm.ir.Call, _lower), (tirx.LShift, _shift),
-                                 (tirx.RShift, _shift), (tirx.Cast, _float_to_int)])
+                                 (tirx.RShift, _shift), (tirx.Cast, _float_to_int),
+                                 (tirx.Min, nan_ignoring), (tirx.Max, nan_ignoring)])
     return func if body.same_as(func.body) else func.with_body(body)
 
 

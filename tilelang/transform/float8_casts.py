@@ -28,6 +28,7 @@ from tvm import tirx
 from ..engine.target import is_cpu
 from ..errors import LoweringError
 from ..ir_utils import map_nodes
+from .cpu_math import nan_ignoring
 from .passes import function_pass, target_of
 
 # exponent bits, mantissa bits, bias, largest finite code, NaN code, whether e==max is inf/NaN
@@ -238,7 +239,9 @@ class _Float8:
             wide = src if str(src.ty.dtype) == f32 else tirx.Cast(f32, src)
             return self.rounded(wide, fmt, lanes, rounded)
         if isinstance(e, _ARITH):
-            return self.rounded(type(e)(self.f32(e.a), self.f32(e.b)), fmt, lanes, rounded)
+            x = type(e)(self.f32(e.a), self.f32(e.b))
+            return self.rounded(nan_ignoring(x) if isinstance(e, (tirx.Min, tirx.Max)) else x,
+                                fmt, lanes, rounded)
         if isinstance(e, tirx.Select):
             return tirx.Select(e.condition, self.f32(e.true_value), self.f32(e.false_value))
         if isinstance(e, tvm.ir.Call) and isinstance(e.op, tvm.ir.Op) and \

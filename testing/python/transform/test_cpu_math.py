@@ -161,3 +161,22 @@ def test_a_float_constant_converts_as_a_value_does(src, dst):
     assert all(isinstance(c, tvm.tirx.IntImm) for c in folded)
     k = tilelang.compile(_float_to_int(src, dst), out_idx=[1], target="cpu")
     assert [int(c.value) for c in folded] == k(_beyond(src)).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64",
+                                   "float8_e4m3fn"])
+def test_min_and_max_ignore_a_nan_in_either_order(dtype):
+    # LLVM's compare-and-select gave the second operand: T.max(nan, 1) was 1, T.max(1, nan) nan
+    @T.prim_func
+    def main(A: T.Tensor((4,), dtype), B: T.Tensor((4,), dtype), O: T.Tensor((2, 4), dtype)):
+        with T.Kernel(1, threads=4):
+            for i in T.vectorized(4):
+                O[0, i] = T.max(A[i], B[i])
+                O[1, i] = T.min(A[i], B[i])
+
+    nan = float("nan")
+    a, b = torch.tensor([nan, 1.0, nan, -2.0]), torch.tensor([1.0, nan, nan, 3.0])
+    t = getattr(torch, dtype)
+    o = tilelang.compile(main, out_idx=[2], target="cpu")(a.to(t), b.to(t)).float()
+    assert o[:, :2].tolist() == [[1.0, 1.0], [1.0, 1.0]] and bool(o[:, 2].isnan().all())
+    assert o[:, 3].tolist() == [3.0, -2.0]
