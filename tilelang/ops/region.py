@@ -72,7 +72,9 @@ def python_slice(region: tvm.ir.TensorRegion, op: str, role: str) -> tvm.ir.Tens
     for d, (r, n) in enumerate(zip(region.region, region.source.shape)):
         if isinstance(r.min, tirx.IntImm) and r.min.value < 0:
             stop = _analyzer.simplify(r.min + r.extent)
-            if _analyzer.can_prove(stop >= 0):
+            with _analyzer.constraint_scope(n >= 0):  # a size variable is not negative
+                from_start = _analyzer.can_prove(stop >= 0)
+            if from_start:
                 lo = _analyzer.simplify(r.min + n)
                 ext = _analyzer.simplify(stop - lo)
                 if _analyzer.can_prove(ext <= 0):

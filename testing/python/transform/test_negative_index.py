@@ -185,6 +185,19 @@ def test_tile_operator_regions_count_from_the_end(which, first):
     torch.testing.assert_close(b, torch.cat([torch.full((4,), -1.0), a[first:first + 4]]))
 
 
+def test_an_open_slice_of_a_dynamic_size_counts_from_the_end():
+    # A[-4:] of an (n,) tensor was refused: n >= 0 was not known, so the slice stayed (n + 4,)
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), O: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4) as _:
+            T.copy(A[-4:], O)
+
+    a = torch.arange(10.0)
+    assert torch.equal(tilelang.compile(main, out_idx=[1], target="cpu")(a), a[-4:])
+
+
 def test_an_empty_slice_from_the_end_is_refused():
     from tilelang.errors import DSLError
 
