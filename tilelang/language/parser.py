@@ -163,7 +163,8 @@ def tile_syntax():
       (``next_power_of_2(x)``, ``T.alloc_shared((x, 64))``, ``indices_dtype = "int32"``),
       unless the body changes ``x`` from a nested block (:func:`rebound_names`): such a name
       stays a mutable kernel scalar, which ``acc = 0`` ... ``for ...: acc = acc + A[i]``
-      needs.
+      needs; its first value gives its type, and a float value assigned later that the type
+      would cut (``acc = 0`` then ``acc = acc + A[i]`` of a float ``A``) is a ``DSLError``.
     - ``a = b = expr`` evaluates ``expr`` once and assigns it to each target, left to right.
     - a generator expression (``sum(n // 64 for n in sizes)``) runs as Python, as list
       comprehensions already do.
@@ -172,6 +173,7 @@ def tile_syntax():
       assertion.
     - ``with T.Kernel(n) as (bx,):`` unpacks a one-dimensional kernel's block index like a
       one-element tuple."""
+    from tvm.tirx.script import builder as T_builder
     from tvm.tirx.script.parser import parser as tvm_parser
 
     original_bind = tvm_parser.bind_assign_value
@@ -181,6 +183,7 @@ def tile_syntax():
     original_assert = dispatch.ParseVTable[assert_key]
     original_visit = ExprEvaluator._visit_node
     seen: dict[int, tuple[Any, set[str] | None]] = {}
+    typed_by: dict = {}  # kernel scalar (its buffer) -> the Python value that typed it
 
     def mutable(self, name: str) -> bool:
         source = self.diag.source  # the function, or the macro, being parsed
@@ -204,11 +207,29 @@ def tile_syntax():
             const = None
         if const is not None and not mutable(self, var_name):
             return const
-        return original_bind(self, node, var_name, value, *args, **kwargs)
+        res = original_bind(self, node, var_name, value, *args, **kwargs)
+        if const is not None and isinstance(res, tvm.ir.TensorLoad):
+            typed_by[res.source.__chandle__()] = const
+        return res
 
     def visit_assign(self, node):
         if len(node.targets) == 1:
-            return original_assign(self, node)
+            target = node.targets[0]
+            old = self.var_table.get().get(target.id) if isinstance(target, doc.Name) else None
+            first = typed_by.get(old.source.__chandle__()) \
+                if isinstance(old, tvm.ir.TensorLoad) else None
+            if first is None:
+                return original_assign(self, node)
+            value = self.eval_expr(node.value)  # a new value of a scalar its first one typed
+            vty = str(value.ty) if isinstance(value, tvm.ir.Expr) else \
+                "float32" if isinstance(value, float) else None
+            if vty is not None and _narrows(vty, str(old.ty)):
+                self.report_error(node, f"{target.id} is a kernel scalar of type {old.ty} (its "
+                                  f"first value {first!r} gave it that type); the {vty} value "
+                                  f"assigned here would be cut to {old.ty}: give it a first "
+                                  f"value of the wider type ({target.id} = T.{vty}(0)) or "
+                                  "declare it with T.alloc_var")
+            return T_builder.buffer_store(old.source, value, [0])
         value = self.eval_expr(node.value)
         for i, target in enumerate(node.targets):
             name = f"__tl_chained_{id(node)}_{i}"
@@ -267,6 +288,15 @@ def tile_syntax():
         dispatch.ParseVTable[assert_key] = original_assert
         dispatch.ParseVTable[key] = original_assign
         tvm_parser.bind_assign_value = original_bind
+
+
+def _narrows(value: str, scalar: str) -> bool:
+    """Whether storing a ``value``-typed expression in a ``scalar``-typed variable loses what
+    Python would keep: a float into an integer, or a float into a narrower float."""
+    v, t = tvm.DataType(value), tvm.DataType(scalar)
+    if not v.is_float:
+        return False
+    return not t.is_float or t.bits < v.bits
 
 
 def _span(node) -> dict:

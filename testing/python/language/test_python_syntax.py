@@ -89,6 +89,19 @@ def test_a_name_changed_in_a_nested_block_stays_a_mutable_scalar():
     assert out.tolist() == [28.0, 4.0]
 
 
+def test_a_value_the_scalar_s_first_type_would_cut_is_an_error():
+    # acc = 0 made an int32 scalar and acc + A[i] (float32) was truncated at every step
+    with pytest.raises(DSLError, match=r"acc is a kernel scalar of type int32 \(its first value "
+                                       r"0 gave it that type\); the float32 value"):
+        @T.prim_func
+        def main(A: T.Tensor((8,), T.float32), B: T.Tensor((1,), T.float32)):
+            with T.Kernel(1, threads=1) as bx:
+                acc = 0
+                for i in T.serial(8):
+                    acc = acc + A[i]
+                B[0] = acc
+
+
 def test_eager_body_computes_with_python_values():
     """The deepseek_v32 pattern: sizes derived from compile-time arguments feed Python
     helpers before the tensors are declared."""
