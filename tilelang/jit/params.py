@@ -500,14 +500,14 @@ class ArgumentBinder:
                 continue
             want = eval_size(e, sizes)
             if want != shape[d]:
-                dims = [str(s) if s is not None else p.shape_exprs[i].strip("()")
+                dims = [str(s) if s is not None else _unwrapped(p.shape_exprs[i])
                         for i, s in enumerate(p.shape)]
                 declared = f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
                 bound = ", ".join(f"{n} = {sizes[n]}" for n in sorted(expr_names(e)))
                 raise KernelArgumentError(
                     f"{self.kernel_name}: parameter {p.name!r} expects shape {declared}, got "
                     f"{tuple(shape)} (dim {d} is {shape[d]}, expected "
-                    f"{e.strip('()')} = {want} with {bound})")
+                    f"{_unwrapped(e)} = {want} with {bound})")
 
     def _check_packed(self, p: TensorParam, t: torch.Tensor) -> None:
         """A tensor holding packed sub-byte elements: bytes, the last dimension contiguous."""
@@ -609,3 +609,14 @@ def _float_max(dtype: str) -> float:
 def _a(dtype: str) -> str:
     """``dtype`` with its indefinite article ("an int8", "a float16")."""
     return ("an " if dtype.startswith("int") else "a ") + dtype
+
+
+def _unwrapped(expr: str) -> str:
+    """``expr`` without one pair of parentheses around the whole of it (``"((n * 2) + 1)"``
+    is ``"(n * 2) + 1"``)."""
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and i < len(expr) - 1:
+            return expr  # the first parenthesis closes before the end
+    return expr[1:-1] if expr.startswith("(") and expr.endswith(")") else expr

@@ -58,6 +58,17 @@ def test_a_variable_some_dimension_gives_directly_stays_bound_there():
     if shutil.which("nvcc"):
         tilelang.compile(zero_fill(lambda n: n * 4), target="cuda -arch=sm_90a").get_ptx()
 
+    @T.prim_func
+    def odd(A: T.Tensor((n * 2 + 1,), T.int32), B: T.Tensor((n,), T.int32)):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                A[i * 2 + 1] = B[i]
+
+    # the message stripped every leading parenthesis: "expects shape (n * 2) + 1,)"
+    with pytest.raises(KernelArgumentError, match=r"expects shape \(\(n \* 2\) \+ 1,\), got "
+                       r"\(8,\) \(dim 0 is 8, expected \(n \* 2\) \+ 1 = 9 with n = 4\)"):
+        tilelang.compile(odd, target="cpu")(torch.zeros(8, dtype=torch.int32), b)
+
 
 def test_a_variable_in_several_affine_dimensions_is_solved_from_the_first():
     n = T.symbolic("n")
