@@ -30,6 +30,14 @@ PIPELINE_KEYS = {
 }
 
 
+def _integers(op: str, *values: Any) -> None:
+    """A loop bound or step must be an integer: ``T.serial(2.5)`` ran 2 iterations."""
+    for v in values:
+        if isinstance(v, float) or (isinstance(v, tirx.PrimExpr) and
+                                    not str(v.ty).startswith(("int", "uint"))):
+            raise DSLError(f"{op}: {v!r} is not an integer (loop bounds and steps are)")
+
+
 def Parallel(*extents: Any, coalesced_width: int | None = None, prefer_async: bool = False,
              annotations: dict | None = None, loop_layout: Any = None):
     """``for i, j in T.Parallel(M, N)``: element-wise loop nest over an ``M x N`` tile.
@@ -39,6 +47,7 @@ def Parallel(*extents: Any, coalesced_width: int | None = None, prefer_async: bo
 
     if not extents:
         raise DSLError("T.Parallel needs at least one extent")
+    _integers("T.Parallel", *extents)
     check_hints("T.Parallel", annotations, prefer_async)
     refuse("T.Parallel", "loop_layout", loop_layout,
            "layout inference maps loop iterations to threads")
@@ -65,6 +74,7 @@ def Pipelined(
     per statement of the body."""
     if stop is None:
         start, stop = 0, start
+    _integers("T.Pipelined", start, stop)
     if int(num_stages) < 0:
         raise DSLError(f"T.Pipelined: num_stages must be >= 0, got {num_stages}")
     ann: dict[str, Any] = {"num_stages": int(num_stages)}
@@ -78,6 +88,7 @@ def serial(start: Any, stop: Any = None, step: Any = None, *, annotations: dict 
            unroll: bool | int | None = None, dtype: str | None = None):
     """``for i in T.serial(start, stop, step)``: a sequential loop; the step may be given in
     place, as in the public TileLang (TVMScript takes it by keyword only)."""
+    _integers("T.serial", start, stop, step)
     return _T.serial(start, stop, step=step, annotations=annotations, unroll=unroll, dtype=dtype)
 
 
@@ -85,6 +96,7 @@ def vectorized(start: Any, stop: Any = None, step: Any = None, *,
                annotations: dict | None = None, dtype: str | None = None):
     """``for i in T.vectorized(start, stop, step)``: a loop whose iterations become vector
     lanes (the step in place too, as in :func:`serial`)."""
+    _integers("T.vectorized", start, stop, step)
     return _T.vectorized(start, stop, step=step, annotations=annotations, dtype=dtype)
 
 
@@ -97,6 +109,7 @@ def unroll(start: Any, stop: Any = None, step: Any = None, *, unroll_factor: int
     unrolled ahead, and TVM's IR unroller ignores a step (it would run every index)."""
     if stop is None:
         start, stop = 0, start
+    _integers("T.unroll", start, stop, step)
     extent = Analyzer().simplify(tirx.const(0) + stop - start)
     unit_step = step is None or (isinstance(step, (int, tirx.IntImm)) and int(step) == 1)
     if unroll_factor is None and unit_step and isinstance(extent, tirx.IntImm):

@@ -9,6 +9,7 @@ import tvm
 from tvm import tirx
 from tvm.script import tirx as _T
 
+from ..errors import DSLError
 from ..utils.dtype import canonical_dtype
 
 
@@ -21,6 +22,9 @@ class TensorProxy:
 
         if not isinstance(shape, (list, tuple)):
             shape = [shape]
+        for d, n in enumerate(shape):
+            if isinstance(n, float) or (isinstance(n, int) and n < 0):
+                raise DSLError(f"T.Tensor: dimension {d} is {n!r}; sizes are integers >= 0")
         dtype = ADDRESS_DTYPE if is_ptr(dtype) else canonical_dtype(dtype, "T.Tensor")
         data = args[0] if args else kwargs.get("data")
         source = _buffer_of_data(data)
@@ -85,8 +89,6 @@ class StridedTensorProxy:
         if not isinstance(strides, (list, tuple)):
             strides = [strides]
         if len(strides) != len(shape):
-            from ..errors import DSLError
-
             raise DSLError(f"T.StridedTensor: {len(shape)} dimensions {list(shape)} but "
                            f"{len(strides)} strides {list(strides)}; give one stride per "
                            "dimension")

@@ -460,3 +460,17 @@ def test_a_shift_by_a_wider_constant_promotes_the_value():
     a = torch.tensor([1, -3], dtype=torch.int32)
     out = tilelang.compile(main, out_idx=[1], target="cpu")(a)
     assert out.tolist() == [1 << 40, -3 << 40]
+
+
+@pytest.mark.parametrize("loop", [lambda: T.serial(2.5), lambda: T.Parallel(4, 4.7),
+                                  lambda: T.unroll(0, 3.0), lambda: T.Pipelined(2.5)])
+def test_a_float_loop_bound_is_an_error(loop):
+    # T.serial(2.5) ran 2 iterations, T.Parallel(4.7) 4
+    with pytest.raises(DSLError, match=r"T\.\w+: [\d.]+ is not an integer"):
+        loop()
+
+
+@pytest.mark.parametrize("shape, bad", [((4.5,), "4.5"), ((8, -4), "-4")])
+def test_a_tensor_size_that_is_not_a_count_is_an_error(shape, bad):
+    with pytest.raises(DSLError, match=rf"T.Tensor: dimension \d is {bad}; sizes are integers"):
+        T.Tensor(shape, "float32")
