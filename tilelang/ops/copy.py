@@ -216,6 +216,7 @@ def _cp_async(op: Copy, ctx: LowerContext, shape, vec: int, nbytes: int) -> tirx
 
 # TMA (sm_90a) -----------------------------------------------------------------------------
 SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle
+TMA_SMEM_ALIGN = 128  # bytes: a TMA box's shared-memory address (CUDA programming guide)
 TENSOR_MAP = "tl.tensor_map"  # AttrStmt(tensor-map var, TENSOR_MAP, encode call): host encodes
 KERNEL_VAR = "tl.kernel_var"  # AllocBuffer annotation: a per-thread variable of the whole kernel
 MBARRIER = "tl.mbarrier"  # AllocBuffer annotation: arrive counts of a barrier array
@@ -370,11 +371,18 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
     if box[0] > 256 and panels == 1 and not sw and all(b == 1 for b in box[1:]):
         # one contiguous run: boxes of at most 256 elements side by side
         k = next((k for k in range(2, box[0] + 1) if box[0] % k == 0 and box[0] // k <= 256
-                  and box[0] // k * eb % 16 == 0), None)
+                  and box[0] // k * eb % TMA_SMEM_ALIGN == 0), None)
         if k is not None:
             panels, box[0] = k, box[0] // k
     if any(b > 256 for b in box):
         return f"box {box} has a dimension above 256"
+    tile_bytes = _prod(dst.shape) * loops.elem_bytes(dst.dtype)
+    if tile_bytes % TMA_SMEM_ALIGN or (panels > 1 and
+                                       box[0] * _prod(box[1:]) * eb % TMA_SMEM_ALIGN):
+        # a box lands at a shared address TMA needs 128-byte aligned: a stage of the tile
+        # (the pipeline stacks them) or a panel would start off that alignment
+        return (f"{dst.name} ({tile_bytes} bytes) or its boxes do not start at multiples of "
+                f"{TMA_SMEM_ALIGN} bytes, as TMA's shared-memory addresses must")
     n = 1
     for e in ext:
         n *= e

@@ -119,6 +119,32 @@ def test_fallbacks_say_why(caplog):
     assert not calls(f, "tma_load") and "not a proven multiple of 16 bytes" in caplog.text
 
 
+@pytest.mark.parametrize("shape, tile", [((48, 192), (12, 24)), ((1056,), (264,))])
+def test_tiles_whose_boxes_would_start_off_128_bytes_fall_back(caplog, shape, tile):
+    # a 576-byte tile's second stage started at byte 576 (64 mod 128); a 264-element run was
+    # cut into boxes at 176-byte steps: TMA's shared-memory addresses must be 128-byte aligned
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+
+    @T.prim_func
+    def main(A: T.Tensor(shape, "float16"), B: T.Tensor(tile, "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared(tile, "float16")
+            F = T.alloc_fragment(tile, "float32")
+            T.clear(F)
+            for k in T.Pipelined(4, num_stages=3):
+                if len(tile) == 2:
+                    T.copy(A[0, k * tile[1]], S)
+                else:
+                    T.copy(A[k * tile[0]], S)
+                T.copy(S, F)
+            T.copy(F, B)
+
+    f = lowered(main)
+    assert calls(f, "cp_async") and not calls(f, "tma_load")
+    assert "do not start at multiples of 128 bytes" in caplog.text or \
+        "box [264] has a dimension above 256" in caplog.text  # no 128-byte multiple cut
+
+
 def test_stacked_slices_of_several_panels_fall_back(caplog):
     """A box lands contiguously, slice after slice, but the swizzled layout keeps each 2-D
     slice's panels together: a tile of 2 slices of 2 panels cannot be one box per panel."""
