@@ -87,7 +87,7 @@ def after_parse(f: PrimFunc) -> PrimFunc:
 def check_parsed(f: PrimFunc, bindings) -> None:
     """The checks of a parsed function (each raises :class:`DSLError` naming the line)."""
     check_bindings(f, bindings)
-    check_constant_indices(f)
+    check_indices(f)
     check_parallel_jumps(f)
     check_eager_results(f)
 
@@ -361,10 +361,11 @@ def _root_cause(err: BaseException) -> BaseException | None:
     return cause
 
 
-def check_constant_indices(func: PrimFunc) -> None:
-    """Raise :class:`DSLError` for a load or store whose constant index lies outside the
-    buffer's static extent in that dimension (``A[100]`` of a 64-element tensor).  A negative
-    index down to ``-extent`` counts from the end (``A[-1]`` is the last element)."""
+def check_indices(func: PrimFunc) -> None:
+    """Raise :class:`DSLError` for a load or store with an index that is not an integer
+    (``A[Idx[i]]`` of a float ``Idx``) or a constant index outside the buffer's static extent
+    in that dimension (``A[100]`` of a 64-element tensor).  A negative index down to
+    ``-extent`` counts from the end (``A[-1]`` is the last element)."""
     bad: list[str] = []
 
     def check(node):
@@ -374,6 +375,12 @@ def check_constant_indices(func: PrimFunc) -> None:
         if bad or len(idx) != len(buf.shape):
             return
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
+            if not str(i.ty).startswith(("int", "uint")):
+                where = source_location(node.span)
+                bad.append(f"{buf.name}[{', '.join(str(x) for x in idx)}]: index {i} is "
+                           f"{i.ty}; indices are integers (T.cast(x, \"int32\"))"
+                           + (f"\n  {where}" if where else ""))
+                return
             if isinstance(i, tirx.IntImm) and isinstance(n, tirx.IntImm) \
                     and not -n.value <= i.value < n.value:
                 shape = tuple(int(x) for x in buf.shape)

@@ -474,3 +474,15 @@ def test_a_float_loop_bound_is_an_error(loop):
 def test_a_tensor_size_that_is_not_a_count_is_an_error(shape, bad):
     with pytest.raises(DSLError, match=rf"T.Tensor: dimension \d is {bad}; sizes are integers"):
         T.Tensor(shape, "float32")
+
+
+def test_a_float_index_names_the_access_and_the_line():
+    # it reached LLVM and came back as "TVM failed an internal check ... a tilelang bug"
+    with pytest.raises(DSLError, match=r"A\[Idx\[i\]\]: index Idx\[i\] is float32; indices are "
+                                       r"integers(.|\n)*test_dsl_errors.py"):
+        @T.prim_func
+        def gather(Idx: T.Tensor((4,), "float32"), A: T.Tensor((8,), "float32"),
+                   O: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=4):
+                for i in T.Parallel(4):
+                    O[i] = A[Idx[i]]
