@@ -363,5 +363,23 @@ FLOAT_MATH = ("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "
 globals().update({name: _same_as(getattr(_T, name), name, getattr(_T, name).__doc__)
                   for name in FLOAT_MATH})
 
+def _classifier(name: str):
+    fn = getattr(_T, name)
+
+    def classify(x: Any, span: Any = None) -> Any:
+        dtype = str(getattr(x, "dtype", ""))
+        if dtype.startswith(("bfloat16", "float8")):  # TVM refuses them; float32 is exact
+            _, _, lanes = dtype.partition("x")
+            x = tirx.Cast("float32" + (f"x{lanes}" if lanes else ""), x)
+        return fn(x, span)
+
+    classify.__name__ = name
+    classify.__doc__ = f"``T.{name}(x)`` of a float value; bfloat16 and float8 in float32."
+    return classify
+
+
+CLASSIFIERS = ("isnan", "isinf", "isfinite")
+globals().update({name: _classifier(name) for name in CLASSIFIERS})
+
 __all__ = ["access_ptr", "align_up", "call_extern", "cast", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
-           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH, *FLOAT_MATH]
+           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH, *FLOAT_MATH, *CLASSIFIERS]

@@ -167,3 +167,21 @@ def test_python_ints_take_the_integer_type_of_a_bitwise_operand():
     b = tilelang.compile(low_word, out_idx=[1], target="cpu")(a)
     expect = [(~x & 0xFFFFFFFF) & 0xFFFF0000 for x in (0, 1, 0xFFFF, 0x12345678)]
     assert [int(v) for v in b.to(torch.int64)] == expect
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float8_e5m2", "float16"])
+def test_isnan_isinf_isfinite_of_narrow_floats(dt):
+    # TVM refused bfloat16 ("not supported for isnan op. Skipping isnan op...")
+    @T.prim_func
+    def f(A: T.Tensor((4,), dt), B: T.Tensor((3, 4), "int32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                B[0, i] = T.Cast("int32", T.isnan(A[i]))
+                B[1, i] = T.Cast("int32", T.isinf(A[i]))
+                B[2, i] = T.Cast("int32", T.isfinite(A[i]))
+
+    a = torch.tensor([float("nan"), float("inf"), 0.0, -2.0]).to(getattr(torch, dt))
+    got = tilelang.compile(f, out_idx=[1], target="cpu")(a).tolist()
+    assert got == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]]
+    if shutil.which("nvcc"):
+        assert ".entry" in tilelang.compile(f, target="cuda -arch=sm_90a").get_ptx()
