@@ -8,6 +8,7 @@ its schedule arguments are kept as loop annotations for the pipelining pass.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from tvm import tirx
@@ -70,14 +71,22 @@ def Pipelined(
     group: Sequence[Sequence[int]] | None = None,
 ):
     """``for k in T.Pipelined(n, num_stages=3)``: a software-pipelined loop over ``[0, n)``
-    (or ``[start, stop)``).  ``order``/``stage``/``group`` give a manual schedule, one entry
-    per statement of the body."""
+    (or ``[start, stop)``).  ``order``/``stage`` give a manual schedule, one entry per
+    statement of the body; given per statement group (``group``), they are not followed."""
     if stop is None:
         start, stop = 0, start
     _integers("T.Pipelined", start, stop)
     if int(num_stages) < 0:
         raise DSLError(f"T.Pipelined: num_stages must be >= 0, got {num_stages}")
     ann: dict[str, Any] = {"num_stages": int(num_stages)}
+    if group is not None and (order is not None or stage is not None):
+        # the public TileLang's stages of statement groups schedule compute across iterations,
+        # which this pipeline's stages (0: the producers issued ahead) do not mean: the
+        # automatic schedule, which overlaps the same work, is used instead
+        logging.getLogger("tilelang").debug(
+            "T.Pipelined: order/stage over statement groups (group=%s) not followed; the "
+            "automatic schedule is used", group)
+        order = stage = None
     for arg, val in (("order", order), ("stage", stage), ("sync", sync), ("group", group)):
         if val is not None:
             ann[PIPELINE_KEYS[arg]] = _to_ints(val)

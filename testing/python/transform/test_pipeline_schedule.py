@@ -102,3 +102,28 @@ def test_effect_declarations():
 
     assert atomics.RMW["add"].effect.writes_visible_memory()
     assert device.ALL_REDUCE_GROUP.effect.sync.at_entry
+
+
+def test_a_schedule_over_statement_groups_is_not_followed(caplog):
+    # the public TileLang's stage numbers of groups stage compute across iterations; read as
+    # this pipeline's stages (0: producers issued ahead) they would run the gemm ahead
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((32, 32), "float16")
+            C_f = T.alloc_fragment((32, 32), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2, order=[-1, 0], stage=[-1, 1],
+                                 group=[[0], [1]]):
+                T.copy(A[k * 32, 0], A_s)
+                T.gemm(A_s, A_s, C_f)
+            T.copy(C_f, C)
+
+    (loop,) = [x for x in tilelang.ir_utils.find_all(main.body, tirx.For)
+               if "num_stages" in x.annotations]
+    assert "tl_pipeline_order" not in loop.annotations and "tl_pipeline_group" in loop.annotations
+    assert "not followed; the automatic schedule is used" in caplog.text
