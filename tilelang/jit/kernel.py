@@ -19,11 +19,15 @@ from .params import ArgumentBinder, TensorParam, params_of
 
 
 def normalize_out_idx(out_idx: int | Sequence[int] | None, n: int) -> list[int]:
+    """``out_idx`` as a list of non-negative parameter positions (negative ones count from the
+    end); ``TypeError`` for anything but ints, ``IndexError`` for one out of range."""
     if out_idx is None:
         return []
     idx = [out_idx] if isinstance(out_idx, int) else list(out_idx)
     out = []
     for i in idx:
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise TypeError(f"out_idx: {out_idx!r} holds {i!r}; give parameter positions (int)")
         j = i + n if i < 0 else i
         if not 0 <= j < n:
             raise IndexError(f"out_idx {i} is out of range for a kernel with {n} parameters")

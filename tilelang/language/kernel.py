@@ -69,6 +69,9 @@ class Kernel:
         self.reads_thread_index = False
 
     def __enter__(self):
+        if _stack:
+            raise DSLError("T.Kernel inside a T.Kernel: kernels do not nest (give the outer "
+                           "kernel's grid more dimensions, or write two kernels)")
         for tag, ext in zip(_BLOCK_TAGS, self.grid):
             f = _T.launch_thread(tag, ext)
             self.block_vars.append(f.__enter__())

@@ -486,3 +486,25 @@ def test_a_float_index_names_the_access_and_the_line():
             with T.Kernel(1, threads=4):
                 for i in T.Parallel(4):
                     O[i] = A[Idx[i]]
+
+
+def test_nested_kernels_are_an_error():
+    with pytest.raises(DSLError, match="T.Kernel inside a T.Kernel: kernels do not nest"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=4):
+                with T.Kernel(2, threads=4):
+                    for i in T.Parallel(4):
+                        A[i] = 1.0
+
+
+@pytest.mark.parametrize("out_idx", ["1", True, [0, 1.0]])
+def test_out_idx_must_be_parameter_positions(out_idx):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                B[i] = A[i]
+
+    with pytest.raises(TypeError, match="out_idx: .* give parameter positions"):
+        tilelang.compile(main, out_idx=out_idx, target="cpu")

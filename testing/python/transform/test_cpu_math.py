@@ -180,3 +180,16 @@ def test_min_and_max_ignore_a_nan_in_either_order(dtype):
     o = tilelang.compile(main, out_idx=[2], target="cpu")(a.to(t), b.to(t)).float()
     assert o[:, :2].tolist() == [[1.0, 1.0], [1.0, 1.0]] and bool(o[:, 2].isnan().all())
     assert o[:, 3].tolist() == [3.0, -2.0]
+
+
+def test_exp10_is_the_c_library_s():
+    # TVM's lowering gave 10000012288 for exp10(10)
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=4):
+            for i in T.Parallel(4):
+                B[i] = T.exp10(A[i])
+
+    a = torch.tensor([10.0, 3.3, -7.25, 0.5])
+    got = tilelang.compile(main, out_idx=[1], target="cpu")(a)
+    torch.testing.assert_close(got, (10 ** a.double()).float(), rtol=2e-7, atol=0)
