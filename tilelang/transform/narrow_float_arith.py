@@ -6,6 +6,10 @@ overloaded function max"), and TVM prints ``T.max(a, b)`` of two float8 values a
 that.  Widening is exact for these types, and so are ``min``, ``max``, ``+``, ``-`` and ``*``
 of two of them in float32, so the single rounding back gives the correctly rounded result
 (a quotient is rounded twice).  CPU: ``ExactFloat8Casts`` computes them the same way.
+
+``min``/``max`` of float16 and bfloat16 values are done in float32 too (exact): CUDA's
+``fminf``/``fmaxf`` ignore a NaN operand, where TVM's ``max(half, half)`` (``a > b ? a : b``)
+gave the second operand; the CPU computes them the same way (``LowerCPUMath``).
 """
 
 from __future__ import annotations
@@ -28,12 +32,22 @@ def _narrow_float(expr) -> tvm.DataType | None:
     return tvm.DataType(str(expr.ty.dtype))
 
 
+def _half(expr) -> tvm.DataType | None:
+    """The float16/bfloat16 type of ``expr``, else ``None``."""
+    if isinstance(expr.ty, tvm.ir.PrimType) and str(expr.ty.dtype).startswith(("float16",
+                                                                              "bfloat16")):
+        return tvm.DataType(str(expr.ty.dtype))
+    return None
+
+
 def _wide(dtype: tvm.DataType) -> str:
     return "float32" if dtype.lanes == 1 else f"float32x{dtype.lanes}"
 
 
 def _promote(node):
     t = _narrow_float(node)
+    if t is None and isinstance(node, (tirx.Min, tirx.Max)):
+        t = _half(node)
     if t is None:
         return node
     wide = _wide(t)
@@ -43,7 +57,8 @@ def _promote(node):
 
 @function_pass("tl.PromoteNarrowFloatArith")
 def PromoteNarrowFloatArith(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """CUDA: ``+ - * / min max`` of float8 values computed in float32, rounded back once."""
+    """CUDA: ``+ - * / min max`` of float8 values, and ``min max`` of float16/bfloat16 ones,
+    computed in float32, rounded back once."""
     if is_cpu(target_of(func)):
         return func
     body = map_nodes(func.body, [(t, _promote) for t in _BINARY])
