@@ -381,5 +381,6 @@ def _classifier(name: str):
 CLASSIFIERS = ("isnan", "isinf", "isfinite")
 globals().update({name: _classifier(name) for name in CLASSIFIERS})
 
-__all__ = ["access_ptr", "align_up", "call_extern", "cast", "clamp", "dp4a", "import_source", "infinity", "pow", "round",
-           "named_barrier_arrive", "sync_grid", "sync_threads", *FAST_MATH, *FLOAT_MATH, *CLASSIFIERS]
+__all__ = ["access_ptr", "align_up", "call_extern", "cast", "clamp", "dp4a", "import_source",
+           "infinity", "pow", "round", "named_barrier_arrive", "sync_grid", "sync_threads",
+           *FAST_MATH, *FLOAT_MATH, *CLASSIFIERS]

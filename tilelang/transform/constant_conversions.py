@@ -1,7 +1,8 @@
 """``FoldConstantConversions``: a float -> integer conversion whose value became a constant
-(after unrolling, or in a loop of one iteration) is folded as the GPU converts (``cpu_math.gpu_float_to_int``: toward
-0, clamped, NaN 0).  TVM's simplifier folds it with a range check that fails on a value the
-integer type cannot hold ("Literal value ... exceeds range"); it runs before each simplifier."""
+(after unrolling, or in a loop of one iteration) is folded as the GPU converts
+(``cpu_math.gpu_float_to_int``: toward 0, clamped, NaN 0).  TVM's simplifier folds it with a
+range check that fails on a value the integer type cannot hold ("Literal value ... exceeds
+range"); this pass runs before each simplifier."""
 
 from __future__ import annotations
 

@@ -54,8 +54,7 @@ _MATH = _ops("exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "sqrt", "r
              "atanh", "erf", "sigmoid", "pow", "fmod", "atan2", "hypot", "copysign",
              "nextafter")
 # intrinsics computed by the C library: op -> (float32 name, float64 name)
-_LIBM = {tvm.ir.Op.get("tirx.tanh"): ("tanhf", "tanh"), tvm.ir.Op.get("tirx.fmod"): ("fmodf", "fmod"),
-         tvm.ir.Op.get("tirx.exp10"): ("exp10f", "exp10")}
+_LIBM = {tvm.ir.Op.get(f"tirx.{name}"): (f"{name}f", name) for name in ("tanh", "fmod", "exp10")}
 _HALF = ("float16", "bfloat16")
 
 

@@ -15,7 +15,8 @@ float8 values (and a conversion between the two formats) are rounded back to flo
 (exact); a float64 source is rounded from its own bits, once.  ``T.reinterpret`` of a float8
 value as ``uint8``, ``int8`` or the other float8 format is its bits.  A kernel with a float8
 value of any other form (a call on float8 values, a pointer to a float8 element) is a
-``LoweringError`` (TVM's lowering would give wrong values).  A ``T.view`` / ``T.reshape`` of or as a float8 tile is declared over the twins.
+``LoweringError`` (TVM's lowering would give wrong values).  A ``T.view`` / ``T.reshape`` of
+or as a float8 tile is declared over the twins.
 """
 
 from __future__ import annotations

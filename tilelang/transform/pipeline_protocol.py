@@ -130,8 +130,8 @@ class MbarrierProtocol(Protocol):
     when they have landed.  ``empty[s]`` (arrive count: the group's threads): every thread
     arrives after consuming the slot.  Iteration ``g`` of the ring (counted over every run
     of the loop: ``g = base + it``, ``base`` a per-thread variable advanced by the trip count
-    after each run, by 0 for an empty range) uses slot ``g % n``; consumers wait on ``full`` with parity
-    ``(g // n) & 1``, the producer waits on ``empty`` with the parity of the slot's previous
+    after each run, by 0 for an empty range) uses slot ``g % n``; consumers wait on ``full``
+    with parity ``(g // n) & 1``, the producer waits on ``empty`` with the parity of the slot's previous
     round, ``((g // n) & 1) ^ 1``, which returns at once for a slot never used.  Trip counts
     smaller than ``n`` and dynamic ones need nothing more: a slot is armed only for an
     iteration that is issued, and only issued iterations are waited for."""

@@ -31,8 +31,8 @@ default ones are lowered to fit (or dropped, with a debug log).
 
 Falls back to the non-specialized pipeline, with a debug log on the ``tilelang`` logger
 saying why, when: ``tl.disable_warp_specialized`` is set; the kernel has explicit thread
-groups, mbarriers, named or grid barriers or ``T.set_max_nreg`` (manual control); the block is not a 1-D whole number
-of warp groups or would exceed 1024 threads; no pipelined loop has only TMA producers; a loop
+groups, mbarriers, named or grid barriers or ``T.set_max_nreg`` (manual control); the block
+is not a 1-D whole number of warp groups or would exceed 1024 threads; no pipelined loop has only TMA producers; a loop
 sits under control flow the producer cannot evaluate (it reads memory, or a variable bound by
 code the producer does not run) or inside another pipelined loop, or its tiles are not
 allocated at the kernel's top level.  Register hints are removed on every target.
