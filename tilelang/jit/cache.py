@@ -143,7 +143,8 @@ LIBRARY = "kernel.so"
 META = "meta.json"
 
 
-def _digest(path: Path) -> str:
+def file_digest(path) -> str:
+    """sha256 (hex) of the file at ``path``."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -170,7 +171,7 @@ def _damage(folder: Path) -> tuple[dict | None, str | None]:
         size = path.stat().st_size
         if size != lib["size"]:
             return None, f"{LIBRARY} has {size} bytes, {lib['size']} were stored"
-        if _digest(path) != lib["sha256"]:
+        if file_digest(path) != lib["sha256"]:
             return None, f"{LIBRARY} differs from the stored one (sha256 mismatch)"
     except OSError as err:
         return None, f"{LIBRARY} is unreadable ({type(err).__name__}: {err})"
@@ -227,7 +228,7 @@ def store(key: str, rt_mod: Any, meta: dict) -> None:
         tmp = Path(tempfile.mkdtemp(dir=folder.parent))
         rt_mod.export_library(str(tmp / LIBRARY))
         lib = tmp / LIBRARY
-        meta = {**meta, "library": {"size": lib.stat().st_size, "sha256": _digest(lib)}}
+        meta = {**meta, "library": {"size": lib.stat().st_size, "sha256": file_digest(lib)}}
         (tmp / META).write_text(json.dumps(meta))
         if not folder.exists():
             os.replace(tmp, folder)

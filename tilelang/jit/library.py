@@ -33,6 +33,7 @@ class KernelRecord:
     out_idx: list[int]
     writes: list[str]
     device_source: str | None = None
+    library: dict | None = None  # size and sha256 of the library file, checked by load
 
     def to_json(self) -> str:
         params = []
@@ -85,6 +86,9 @@ def export(kernel, path: str) -> None:
             shutil.copyfile(source, path)
     else:
         kernel.rt_mod.export_library(path)
+    from .cache import file_digest
+
+    record.library = {"size": os.path.getsize(path), "sha256": file_digest(path)}
     with open(path + SUFFIX, "w") as f:
         f.write(record.to_json())
 
@@ -103,13 +107,32 @@ def load(path: str | os.PathLike) -> Any:
                                 f"library and its record {os.path.basename(meta)})")
     with open(meta) as f:
         record = KernelRecord.from_json(f.read(), meta)
-    rt_mod = tvm.runtime.load_module(path)
+    _check_library(path, record.library)
+    try:
+        rt_mod = tvm.runtime.load_module(path)
+    except Exception as err:  # noqa: BLE001 - TVM's loader errors, e.g. no CUDA runtime here
+        raise TileLangError(f"tilelang.load: {path} (a {record.target.get('kind')} kernel) "
+                            f"cannot be loaded here: {str(err).splitlines()[-1]}") from err
     kernel = JITKernel(None, rt_mod, tvm.target.Target(record.target), record.out_idx,
                        device_source=record.device_source, name=record.name,
                        params=record.params)
     kernel._writes = list(record.writes)
     kernel.library_path = path
     return kernel
+
+
+def _check_library(path: str, stored: dict | None) -> None:
+    """A library that is not the exported one (truncated by a copy, altered) would crash the
+    process that loads it: its size and sha256 must match the record's."""
+    from .cache import file_digest
+
+    if stored is None:  # a record written before libraries were recorded
+        return
+    size = os.path.getsize(path)
+    if size != stored.get("size") or file_digest(path) != stored.get("sha256"):
+        raise TileLangError(f"tilelang.load: {path} is not the library that was exported "
+                            f"({size} bytes, {stored.get('size')} were exported, or its sha256 "
+                            "differs); export the kernel again")
 
 
 __all__ = ["KernelRecord", "export", "load", "record_of"]

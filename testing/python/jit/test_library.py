@@ -116,6 +116,17 @@ def test_load_reports_missing_or_bad_record(tmp_path):
         tilelang.load(lib)
 
 
+def test_load_refuses_a_library_that_is_not_the_exported_one(tmp_path):
+    # a library truncated by an interrupted copy killed the loading process (SIGBUS)
+    k = tilelang.compile(bump(), target="cpu")
+    lib = tmp_path / "bump.so"
+    k.export_library(str(lib))
+    data = lib.read_bytes()
+    lib.write_bytes(data[:len(data) // 2])
+    with pytest.raises(TileLangError, match=r"bump.so is not the library that was exported"):
+        tilelang.load(lib)
+
+
 @pytest.mark.gpu
 def test_export_and_load_cuda(tmp_path):
     k = tilelang.compile(scale_rows(), out_idx=[2], target="cuda")
