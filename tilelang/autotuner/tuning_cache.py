@@ -27,22 +27,25 @@ from .failures import Failure
 
 
 def enabled() -> bool:
+    """Whether tuning results are stored: the kernel cache is on and has a usable folder."""
     from ..jit import cache
 
-    return cache.is_enabled()
+    return cache.is_enabled() and folder() is not None
 
 
-def folder() -> Path:
+def folder() -> Path | None:
     from ..jit import cache
 
-    return cache.cache_dir() / "autotune"
+    root = cache.cache_dir()
+    return None if root is None else root / "autotune"
 
 
 def clear() -> None:
     """Forget every stored tuning result."""
     import shutil
 
-    shutil.rmtree(folder(), ignore_errors=True)
+    if folder() is not None:
+        shutil.rmtree(folder(), ignore_errors=True)
 
 
 def jsonable(value: Any) -> Any:

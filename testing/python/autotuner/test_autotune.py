@@ -325,6 +325,21 @@ def test_disabled_cache_stores_no_tuning_result(tmp_path):
     assert not (tmp_path / "cache" / "autotune").exists()
 
 
+def test_tunes_without_a_tuning_cache_when_no_cache_folder_is_usable(monkeypatch):
+    # the kernel cache warns and goes on without a folder; autotune raised a TypeError
+    from tilelang.jit import cache
+
+    @tilelang.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=3)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def build(M, N, block_M=16):
+        return scale(M, N, block_M)
+
+    monkeypatch.setattr(cache, "cache_dir", lambda: None)
+    k = build(32, 8)
+    assert k.autotune_result.cache_path is None and k.config["block_M"] in (8, 16)
+    tilelang.autotuner.clear_cache()
+
+
 def scale_through_shared(M, N, block_M=32):
     @T.prim_func
     def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
