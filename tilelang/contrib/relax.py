@@ -38,7 +38,8 @@ def call_kernel(bb: relax.BlockBuilder, func: tirx.PrimFunc, args: Sequence[Any]
                 num_outputs: int = 1, name: str | None = None):
     """Add ``func`` to the module ``bb`` builds and emit ``call_tir`` on it: ``args`` are its
     leading parameters, its last ``num_outputs`` parameters are the outputs (their shapes must
-    be static).  Returns the emitted output (a tuple for several)."""
+    be static).  Returns the emitted output (a tuple for several).  The kernel's symbol is the
+    module's unique name for it: ``name``, else ``tile_<its global_symbol>``."""
     params = list(func.params)
     if len(args) + num_outputs != len(params):
         raise TileLangError(f"call_kernel: {name or 'the kernel'} has {len(params)} parameters; "
@@ -48,13 +49,21 @@ def call_kernel(bb: relax.BlockBuilder, func: tirx.PrimFunc, args: Sequence[Any]
         if not is_buffer_var(p) or not all(isinstance(s, tirx.IntImm) for s in p.shape):
             raise TileLangError(f"call_kernel: output {p.name} needs a static tensor shape")
         outs.append(relax.TensorType([int(s) for s in p.shape], p.dtype))
-    fname = name or str(func.attrs["global_symbol"] if "global_symbol" in func.attrs else "kernel")
+    symbol = str(func.attrs["global_symbol"]) if func.attrs and "global_symbol" in func.attrs \
+        else "kernel"
     # Scheduled already (TVM's GPU schedulers leave it alone) and opaque to operator fusion
     # (Relax's FuseOps/FuseTIR never merge it with neighbours, which its pipeline could not lower).
-    func = func.with_attr("global_symbol", fname).with_attr(MARKER, True) \
-        .with_attr("tirx.is_scheduled", True).with_attr("op_pattern", OPAQUE)
-    gv = bb.add_func(func, fname)
-    return bb.emit(relax.call_tir(gv, list(args), outs[0] if len(outs) == 1 else outs))
+    func = func.with_attr(MARKER, True).with_attr("tirx.is_scheduled", True) \
+        .with_attr("op_pattern", OPAQUE)
+    gv = bb.add_func(func, name or f"tile_{symbol}")  # a name the module makes unique
+    bb.update_func(gv, func.with_attr("global_symbol", gv.name_hint))
+    call = relax.call_tir(gv, list(args), outs[0] if len(outs) == 1 else outs)
+    if bb.current_block_is_dataflow():
+        # bound to a plain variable: Relax's reshape rewriting (RewriteDataflowReshape), which
+        # asks of a one-input call inside a dataflow block whether its PrimFunc reshapes, cannot
+        # read a tile program (no root block) and fails
+        return bb.emit_output(call)
+    return bb.emit(call)
 
 
 def is_tile_program(func: Any) -> bool:

@@ -38,6 +38,21 @@ def test_two_kernel_calls_in_a_relax_function():
     np.testing.assert_allclose(out.numpy(), a + 2, rtol=1e-6)
 
 
+def test_unnamed_one_input_kernels_in_a_dataflow_block():
+    # a one-input call in a dataflow block failed in Relax's reshape rewriting (no root block),
+    # and an unnamed kernel kept the symbol main, the Relax function's too
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((64,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = tl_relax.call_kernel(bb, add_one(64), [x])
+            z = bb.emit_output(tl_relax.call_kernel(bb, add_one(64), [y]))
+        bb.emit_func_output(z)
+    vm = relax.VirtualMachine(tl_relax.build(bb.get(), target="cpu"), tvm.cpu())
+    a = np.random.randn(64).astype("float32")
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(a)).numpy(), a + 2, rtol=1e-6)
+
+
 def test_arity_is_checked():
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((100,), "float32"))
