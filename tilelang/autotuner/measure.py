@@ -73,7 +73,7 @@ def measure(kernel, inputs: list, ref_prog: Callable | None, check: bool, rtol: 
     from ..engine.target import is_cpu
     from ..errors import KernelArgumentError
     from ..profiler import bench
-    from ..utils.tensor import as_list, compare
+    from ..utils.tensor import as_list, compare, reference_outputs
 
     def call():
         if deadline is not None and time.monotonic() > deadline:
@@ -86,8 +86,8 @@ def measure(kernel, inputs: list, ref_prog: Callable | None, check: bool, rtol: 
             raise CandidateRuntimeError(f"{type(err).__name__}: {err}") from err
 
     if check and ref_prog is not None:
+        refs = reference_outputs(ref_prog, kernel, inputs)  # before the kernel changes any input
         outs = as_list(call())
-        refs = as_list(ref_prog(*inputs))
         if len(outs) != len(refs):
             raise AssertionError(f"the kernel returned {len(outs)} outputs, the reference "
                                  f"{len(refs)}")

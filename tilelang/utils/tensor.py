@@ -75,6 +75,17 @@ def as_list(x: Any) -> list:
     return [x]
 
 
+def reference_outputs(reference: Any, kernel: Any, inputs: list) -> list:
+    """``reference``'s outputs for ``kernel``'s ``inputs``, computed before the kernel runs, on
+    copies of the tensors the kernel writes in place (the others as given)."""
+    from ..jit.torch_op import writes
+
+    written = set(writes(kernel))
+    names = [p.name for i, p in enumerate(kernel.params) if i not in kernel.out_idx]
+    return as_list(reference(*[x.clone() if name in written and hasattr(x, "clone") else x
+                               for name, x in zip(names, inputs)]))
+
+
 def torch_assert_close(*args: Any, **kwargs: Any) -> None:
     """``tilelang.testing.torch_assert_close`` (the public TileLang also exports it here)."""
     from ..testing import torch_assert_close as check

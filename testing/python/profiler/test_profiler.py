@@ -192,3 +192,18 @@ def test_do_bench_takes_symbolic_sizes_from_dynamic_symbolic_constraints():
     assert prof.do_bench(warmup=1, rep=2, dynamic_symbolic_constraints={"m": 16}) > 0
     with pytest.raises(ValueError, match="'m'"):
         prof.do_bench(warmup=1, rep=2, dynamic_symbolic_constraints={"n": 16})
+
+
+def test_the_reference_sees_the_inputs_before_the_kernel_writes_them():
+    # B = 2 * C, then C cleared: the reference ran on the cleared C and every check failed
+    @T.prim_func
+    def drain(C: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                B[i] = C[i] * 2
+                C[i] = 0.0
+
+    k = tilelang.compile(drain, out_idx=[1], target="cpu")
+    c = torch.randn(64)
+    k.get_profiler().assert_allclose(lambda c: c * 2, input_tensors=[c])
+    assert bool((c == 0).all())
