@@ -298,22 +298,13 @@ class ArgumentBinder:
                 values = list(args)
             values[k] = self._scalar(p, a)
         full = list(args) if values is None else values
-        outs = []
         device = self._device(index)
         if self._size_scalars:
             for k, name in self._size_scalars:
                 sizes[name] = int(full[k])
         for p, shape in computed:
             self._check_computed(p, shape, sizes)
-        for dtype, shape, static, exprs in self._outputs:
-            if not static:
-                shape = [s if isinstance(s, int) else sizes[s] if isinstance(s, str)
-                         else eval_size(exprs[d], sizes) for d, s in enumerate(shape)]
-                if any(s < 0 for s in shape):
-                    raise KernelArgumentError(
-                        f"{self.kernel_name}: an output's shape evaluates to {shape} for the "
-                        f"sizes {sizes}: a negative size")
-            outs.append(shape)
+        outs = self.output_shapes(sizes)
         passed = list(outs)
         for j, i in enumerate(self.out_idx):
             p, shape = self.params[i], outs[j]
@@ -328,6 +319,21 @@ class ArgumentBinder:
         for pos, j in self._insert:
             full.insert(pos, passed[j])
         return full, outs, was_numpy
+
+    def output_shapes(self, sizes: dict) -> list:
+        """The outputs' shapes (logical elements) for the size values ``sizes`` (name ->
+        value, bound from the inputs' shapes and the size scalars)."""
+        shapes = []
+        for dtype, shape, static, exprs in self._outputs:
+            if not static:
+                shape = [s if isinstance(s, int) else sizes[s] if isinstance(s, str)
+                         else eval_size(exprs[d], sizes) for d, s in enumerate(shape)]
+                if any(s < 0 for s in shape):
+                    raise KernelArgumentError(
+                        f"{self.kernel_name}: an output's shape evaluates to {shape} for the "
+                        f"sizes {sizes}: a negative size")
+            shapes.append(shape)
+        return shapes
 
     def _device(self, index: int | None) -> torch.device:
         """The device outputs are allocated on: the inputs' (``get_device()`` index), else the

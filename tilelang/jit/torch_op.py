@@ -136,12 +136,11 @@ def _fake_outputs(kernel, args: Sequence) -> list:
             binder._check_tensor(p, a, sizes, address=False)  # a traced tensor has no address
             device = device or a.device
     device = device or torch.device(binder.device_type)
-    outs = []
-    for i in kernel.out_idx:
-        p = kernel.params[i]
-        shape = [s if isinstance(s, int) else sizes[s] for s in p.shape]
-        outs.append(torch.empty(shape, dtype=p.torch_dtype, device=device))
-    return outs
+    for k, name in binder._size_scalars:  # sizes given by scalar arguments
+        sizes[name] = args[k]
+    return [torch.empty(kernel.params[i].storage_shape(shape), dtype=kernel.params[i].torch_dtype,
+                        device=device)
+            for i, shape in zip(kernel.out_idx, binder.output_shapes(sizes))]
 
 
 def _ident(name: str, i: int) -> str:

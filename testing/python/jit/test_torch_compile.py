@@ -201,3 +201,29 @@ def test_cuda_inductor_fullgraph():
     x = torch.randn(256, 64, device="cuda")
     out = torch.compile(lambda t: k(t.sin()).cos(), fullgraph=True)(x)
     torch.testing.assert_close(out, (x.sin() + 1).cos())
+
+
+def test_outputs_sized_by_an_expression_or_a_scalar_under_compile():
+    # the fake implementation looked sizes up by name only: KeyError while tracing
+    n = T.dynamic("n")
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def dup(A: T.Tensor((n,), "float32"), B: T.Tensor((n * 2,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(n):
+                B[i] = A[i]
+                B[n + i] = A[i]
+
+    @T.prim_func
+    def fill(A: T.Tensor((n,), "float32"), m: T.int32, B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=1):
+            for i in T.serial(m):
+                B[i] = A[0]
+
+    k1 = tilelang.compile(dup, out_idx=[1], target="cpu")
+    k2 = tilelang.compile(fill, out_idx=[2], target="cpu")
+    x = torch.randn(10)
+    torch._dynamo.reset()
+    got = torch.compile(lambda x: (k1(x) + 0, k2(x, 5) + 0), fullgraph=True)(x)
+    assert torch.equal(got[0], torch.cat([x, x])) and torch.equal(got[1], x[0].expand(5))
