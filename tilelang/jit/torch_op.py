@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..errors import TileLangError
 from .params import ScalarParam, TensorParam
 
 NAMESPACE = "tilelang"
@@ -64,6 +65,10 @@ def schema(kernel) -> str:
         if isinstance(p, TensorParam):
             alias = f"(a{len(args)}!)" if p.name in mutated else ""
             args.append(f"Tensor{alias} {_ident(p.name, i)}")
+        elif p.dtype == "handle":  # memory behind an address: no schema can declare its use
+            raise TileLangError(f"{kernel.name}: parameter {p.name!r} is a T.ptr, which a torch "
+                                "operator (torch.compile, as_torch_op) cannot take; call the "
+                                "kernel outside torch.compile, or pass a T.Tensor")
         else:
             args.append(f"{_scalar_type(p)} {_ident(p.name, i)}")
     n = len(kernel.out_idx)

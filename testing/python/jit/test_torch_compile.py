@@ -227,3 +227,17 @@ def test_outputs_sized_by_an_expression_or_a_scalar_under_compile():
     torch._dynamo.reset()
     got = torch.compile(lambda x: (k1(x) + 0, k2(x, 5) + 0), fullgraph=True)(x)
     assert torch.equal(got[0], torch.cat([x, x])) and torch.equal(got[1], x[0].expand(5))
+
+
+def test_a_pointer_parameter_cannot_be_a_torch_operator():
+    # it was typed float: a tensor was refused by torch, an address rounded to a float
+    @T.prim_func
+    def scale_into(p: T.ptr, A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1):
+            S = T.make_tensor(p, (8,), "float32")
+            for i in T.serial(8):
+                B[i] = A[i] * S[i]
+
+    k = tilelang.compile(scale_into, out_idx=[2], target="cpu")
+    with pytest.raises(tilelang.TileLangError, match="parameter 'p' is a T.ptr, which a torch"):
+        k.as_torch_op()
