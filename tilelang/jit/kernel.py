@@ -35,6 +35,42 @@ def normalize_out_idx(out_idx: int | Sequence[int] | None, n: int) -> list[int]:
     return out
 
 
+class _NoGradient(torch.autograd.Function):
+    """Outputs of a kernel whose inputs require gradients: a backward through them raises (a
+    kernel has no gradient formula) instead of leaving the inputs' gradients silently short."""
+
+    @staticmethod
+    def forward(ctx, name: str, n: int, *tensors):
+        ctx.name = name
+        return tuple(t.view_as(t) for t in tensors[:n])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(f"tilelang kernel {ctx.name} has no gradient: call it in inference "
+                           "(torch.no_grad()) or wrap it in your own torch.autograd.Function")
+
+
+def _without_gradient(kernel, args: tuple):
+    """``kernel(*args)`` for inputs that require gradients (module doc of ``_NoGradient``); a
+    tensor it would write in place that is a leaf requiring gradients is refused, as torch
+    refuses ``add_`` on one."""
+    from ..errors import KernelArgumentError
+
+    written = set(torch_op.writes(kernel))
+    inputs = [p for i, p in enumerate(kernel.params) if i not in kernel.out_idx]
+    for p, a in zip(inputs, args):
+        if p.name in written and isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf:
+            raise KernelArgumentError(f"{kernel.name}: parameter {p.name!r} is written in place "
+                                      "but is a leaf tensor that requires grad; pass a tensor "
+                                      "without requires_grad (or call under torch.no_grad())")
+    with torch.no_grad():
+        out = kernel._launch(kernel._fn, args)
+    outs = [out] if isinstance(out, torch.Tensor) else list(out or [])
+    needing = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    tied = _NoGradient.apply(kernel.name, len(outs), *outs, *needing) if outs else ()
+    return tied[0] if isinstance(out, torch.Tensor) else type(out)(tied) if out else out
+
+
 class JITKernel:
     """A compiled kernel: ``kernel(*inputs)`` returns the ``out_idx`` outputs (one tensor, or
     a tuple of them), allocated on the inputs' device."""
@@ -56,7 +92,7 @@ class JITKernel:
         self._fn = rt_mod[self.name]
         device = "cpu" if is_cpu(target) else "cuda"
         self._binder = ArgumentBinder(self.name, self.params, out_idx, device)
-        self._launch = make_launcher(self._binder)
+        self._launch = make_launcher(self._binder, lambda args: _without_gradient(self, args))
         self.torch_op_name = torch_op.new_name(self)  # the operator itself is made on first use
 
     def __call__(self, *args: Any):

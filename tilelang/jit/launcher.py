@@ -72,9 +72,11 @@ def _like_source(plan: list, output: tuple) -> tuple[int, bool] | None:
     return None
 
 
-def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
+def make_launcher(binder: ArgumentBinder,
+                  with_grad: Callable[[tuple], Any] | None = None) -> Callable[[Callable, tuple], Any]:
     """``launch(fn, args)``: check ``args`` as ``binder`` would, allocate the outputs, call
-    ``fn`` with all arguments in parameter order, and return the outputs."""
+    ``fn`` with all arguments in parameter order, and return the outputs.  A call with a tensor
+    that requires grad, while grad mode is on, is ``with_grad(args)``'s."""
     plan = binder._plan
     n_in = len(plan)
     cuda = binder.device_type == "cuda"
@@ -112,7 +114,8 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
                 where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
                 checks = (f" and {a}.dtype is dt{k} and {a}.shape == sig[{k}] and {where} and "
                           f"{a}.is_contiguous()")
-            tests.append(f"isinstance({a}, Tensor){checks}{empty}{aligned}")
+            tests.append(f"isinstance({a}, Tensor) and not {a}.requires_grad{checks}{empty}"
+                         f"{aligned}")
         elif kind == "bool":
             tests.append(f"type({a}) is bool")
         elif kind in ("int", "float"):
@@ -182,6 +185,9 @@ def make_launcher(binder: ArgumentBinder) -> Callable[[Callable, tuple], Any]:
     def checked(fn: Callable, args: tuple) -> Any:
         """The call through the binder: every check, then (for size variables) the signature
         this call validated becomes the one the fast path compares against."""
+        if with_grad is not None and torch.is_grad_enabled() and \
+                any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return with_grad(args)
         full, outs_, was_numpy = binder.bind(args)
         if dynamic:
             sig = tuple(tuple(full_arg.shape) if expect[1] else None

@@ -241,3 +241,30 @@ def test_a_pointer_parameter_cannot_be_a_torch_operator():
     k = tilelang.compile(scale_into, out_idx=[2], target="cpu")
     with pytest.raises(tilelang.TileLangError, match="parameter 'p' is a T.ptr, which a torch"):
         k.as_torch_op()
+
+
+def test_inputs_that_require_grad():
+    # outputs were detached: backward left x.grad short without a word; an in-place write into
+    # a leaf requiring grad was accepted
+    @T.prim_func
+    def square(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                B[i] = A[i] * A[i]
+
+    @T.prim_func
+    def bump(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=8):
+            for i in T.Parallel(8):
+                A[i] = A[i] + 1
+
+    k = tilelang.compile(square, out_idx=[1], target="cpu")
+    x = torch.randn(8, requires_grad=True)
+    y = k(x)
+    assert torch.equal(y.detach(), x.detach() ** 2) and y.requires_grad
+    with pytest.raises(RuntimeError, match="tilelang kernel square has no gradient"):
+        (y + x).sum().backward()
+    with torch.no_grad():
+        assert not k(x).requires_grad
+    with pytest.raises(KernelArgumentError, match="'A' is written in place but is a leaf"):
+        tilelang.compile(bump, target="cpu")(x)
