@@ -690,6 +690,8 @@ def _gemm_wgmma(op: Gemm, ctx: LowerContext) -> tirx.Stmt:
     A, C = R.buffer_of(op.A), R.buffer_of(op.C)
     m, n, k = (R.as_int(x) for x in op.mnk())
     a_regs = A.scope() == "local.fragment"
+    if C.scope() != "local.fragment":
+        raise LoweringError(f"T.gemm on CUDA needs the accumulator C ({C.name}) in a fragment")
     if not whole_matrix(op.C):
         raise LoweringError(f"T.gemm on CUDA needs the whole accumulator {C.name}, not a slice")
     rank = ctx.thread_var if ctx.thread_var is not None else tirx.const(0, "int32")

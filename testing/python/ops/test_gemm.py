@@ -84,3 +84,25 @@ def test_gemm_f16_accumulator_on_the_gpu(tA, tB):
     b = (torch.randn(*((N, K) if tB else (K, N))) / 4).half().cuda()
     torch.testing.assert_close(k(a, b).float().cpu(), reference(a, b, tA, tB).cpu(),
                                rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("target", ["cuda -arch=sm_80", "cuda -arch=sm_90a"])
+def test_a_local_accumulator_is_refused_on_cuda(target):
+    # sm_90a's wgmma path took it as a fragment: every thread then stored its whole 64x64 copy
+    from tilelang.errors import LoweringError
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"),
+             C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            a = T.alloc_shared((64, 32), "float16")
+            b = T.alloc_shared((32, 64), "float16")
+            Cl = T.alloc_local((64, 64), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.clear(Cl)
+            T.gemm(a, b, Cl)
+            T.copy(Cl, C)
+
+    with pytest.raises(LoweringError, match=r"accumulator C \(Cl\) in a fragment"):
+        tilelang.lower(main, target=target)
