@@ -151,6 +151,23 @@ TL_ATOMIC_BITWISE(raw_and, atomicAnd)
 TL_ATOMIC_BITWISE(raw_xor, atomicXor)
 #undef TL_ATOMIC_BITWISE
 
+// int64_t and uint64_t are long and unsigned long on LP64 Linux, types apart from the
+// (unsigned) long long CUDA's atomics take: the same 64-bit operations under those names
+#define TL_ATOMIC_LONG(NAME)                                                                \
+  TL_DEVICE long NAME(long* a, long v) {                                                    \
+    return NAME(reinterpret_cast<long long*>(a), static_cast<long long>(v));                \
+  }                                                                                         \
+  TL_DEVICE unsigned long NAME(unsigned long* a, unsigned long v) {                         \
+    return NAME(reinterpret_cast<unsigned long long*>(a), static_cast<unsigned long long>(v)); \
+  }
+TL_ATOMIC_LONG(raw_add)
+TL_ATOMIC_LONG(raw_max)
+TL_ATOMIC_LONG(raw_min)
+TL_ATOMIC_LONG(raw_or)
+TL_ATOMIC_LONG(raw_and)
+TL_ATOMIC_LONG(raw_xor)
+#undef TL_ATOMIC_LONG
+
 // vector adds: 2 or 4 consecutive elements -----------------------------------------------------
 // One packed instruction where the hardware has it and the address is aligned to the whole
 // vector (half2: 4 bytes; bfloat162 on sm_80+: 4 bytes; float2 / float4 on sm_90: 8 / 16
