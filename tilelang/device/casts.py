@@ -52,10 +52,10 @@ def pair_conversion(src: str, dst: str, target=None) -> str | None:
     conv = PAIR_CONVERSIONS.get((str(src), str(dst)))
     if conv is None or target is None:
         return conv
-    return conv if all(_native(t, target) for t in (str(src), str(dst))) else None
+    return conv if all(native_type(t, target) for t in (str(src), str(dst))) else None
 
 
-def _native(dtype: str, target) -> bool:
+def native_type(dtype: str, target) -> bool:
     """Whether TVM keeps ``dtype`` a CUDA type of its own on ``target`` (the test its
     FP8/BF16 legalization passes make)."""
     from tvm.support import nvcc

@@ -11,7 +11,9 @@
   ``T.vectorized(128)`` over float32 asked TVM for a ``float32x128``, which it cannot print.
 * On CUDA, a vectorized loop that computes on float8 (or narrower float) values, other than
   converting them, runs unrolled: TVM prints such vector arithmetic lane by lane through
-  ``.x``/``.y`` members that CUDA's ``__nv_fp8x4_*`` types do not have (nvcc rejects it).
+  ``.x``/``.y`` members that CUDA's ``__nv_fp8x4_*`` types do not have (nvcc rejects it).  So
+  does one converting, loading or storing a type the GPU lacks (float8 before sm_89): TVM's
+  emulation of a vector conversion branches on a vector (``if (uint2)``, which nvcc rejects).
 * A loop whose constant trip count is 0, and the branch of an ``if`` whose condition is a constant
   that rules it out (a pipeline prologue for no iterations), are removed: that code never runs,
   and TVM's later passes fail on the zero-size dimensions it may index (a GEMM with K = 0).
@@ -53,6 +55,32 @@ def _computes_on_narrow_floats(body) -> bool:
     return bool(found)
 
 
+def _converts_emulated(body, target) -> bool:
+    """Whether the loop body converts to or from, loads or stores a type TVM emulates for
+    ``target`` (its legalization keeps kernel-local buffers of it in float32, and so converts
+    at their loads and stores too)."""
+    from ..device.casts import native_type
+
+    found = []
+
+    def emulated(dtype) -> bool:
+        return not native_type(str(tvm.DataType(str(dtype)).with_lanes(1)), target)
+
+    def on_cast(node):
+        if any(isinstance(t, tvm.ir.PrimType) and emulated(t.dtype)
+               for t in (node.ty, node.value.ty)):
+            found.append(node)
+
+    def on_access(node):
+        buf = node.source if isinstance(node, tvm.ir.TensorLoad) else node.buffer
+        if emulated(buf.dtype):
+            found.append(node)
+
+    tvm_ffi.structural_walk(body, [(tirx.Cast, on_cast), (tvm.ir.TensorLoad, on_access),
+                                   (tirx.BufferStore, on_access)])
+    return bool(found)
+
+
 def _vector_lanes(body) -> int:
     """The most lanes one vector access of every buffer the loop body loads or stores moves."""
     lanes = [VECTOR_BYTES]
@@ -67,8 +95,9 @@ def _vector_lanes(body) -> int:
 
 
 class _Legalize(StmtMutator):
-    def __init__(self, cuda: bool):
-        self.cuda = cuda
+    def __init__(self, target):
+        self.target = target
+        self.cuda = not is_cpu(target)
 
     def visit_IfThenElse(self, s):
         if isinstance(s.condition, tirx.IntImm):  # a constant condition: the branch that runs
@@ -85,7 +114,8 @@ class _Legalize(StmtMutator):
         if _non_unit(out.step):
             out = self._unit_step(out)
         if self.cuda and out.kind == tirx.ForKind.VECTORIZED:
-            if _computes_on_narrow_floats(out.body):
+            if _computes_on_narrow_floats(out.body) or \
+                    _converts_emulated(out.body, self.target):
                 return tirx.For(out.loop_var, out.min, out.extent, tirx.ForKind.UNROLLED,
                                 out.body, out.thread_binding, out.annotations, span=out.span)
             out = self._split_wide(out)
@@ -125,7 +155,7 @@ class _Legalize(StmtMutator):
 def LegalizeLoops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """Unit steps for unrolled/vectorized loops; on CUDA, vector loops at most 16 bytes wide
     and none computing on float8 values."""
-    return func.with_body(_Legalize(not is_cpu(target_of(func)))(func.body))
+    return func.with_body(_Legalize(target_of(func))(func.body))
 
 
 __all__ = ["LegalizeLoops", "VECTOR_BYTES"]

@@ -105,3 +105,24 @@ def test_a_loop_of_no_iterations_over_a_zero_size_dimension_is_removed():
         assert "cp.async.bulk.tensor" not in ptx
         assert "cp.async.bulk.tensor" in tilelang.compile(
             _gemm_over_k(64), out_idx=[2], target="cuda -arch=sm_90a").get_ptx()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("form", ["cast", "copy"])
+def test_float8_fragments_compile_for_sm80(form):
+    # TVM emulates float8 before sm_89 and keeps a float8 fragment in float32; its vector
+    # conversion of a vectorized store branched on a vector: nvcc "must have bool type"
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), Q: T.Tensor((64, 64), "float8_e4m3fn")):
+        with T.Kernel(1, threads=128):
+            F = T.alloc_fragment((64, 64), "float32")
+            Qf = T.alloc_fragment((64, 64), "float8_e4m3fn")
+            T.copy(A, F)
+            if form == "cast":
+                for i, j in T.Parallel(64, 64):
+                    Qf[i, j] = T.cast(F[i, j] * 2.0, "float8_e4m3fn")
+            else:
+                T.copy(F, Qf)
+            T.copy(Qf, Q)
+
+    assert ".entry" in tilelang.compile(main, out_idx=[1], target="cuda -arch=sm_80").get_ptx()
