@@ -79,6 +79,11 @@ def export(kernel, path: str) -> None:
     host = getattr(kernel.rt_mod, "mod", kernel.rt_mod)
     if getattr(host, "kind", None) == "library":  # loaded from a .so: that file is the library
         source = getattr(kernel, "library_path", None)
+        if (source is None or not os.path.exists(source)) and kernel.prim_func is not None:
+            from . import compile as build  # its library is gone (an autotuner's scratch copy)
+
+            return export(build(kernel.prim_func, out_idx=kernel.out_idx, target=kernel.target,
+                                pass_configs=kernel.pass_configs), path)
         if source is None:
             raise TileLangError(f"export_library: kernel {kernel.name!r} was loaded from a "
                                 "library whose path is unknown; export the compiled kernel")
