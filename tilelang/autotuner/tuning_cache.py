@@ -44,8 +44,9 @@ def clear() -> None:
     """Forget every stored tuning result."""
     import shutil
 
-    if folder() is not None:
-        shutil.rmtree(folder(), ignore_errors=True)
+    root = folder()
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def jsonable(value: Any) -> Any:

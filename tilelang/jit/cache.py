@@ -143,13 +143,30 @@ LIBRARY = "kernel.so"
 META = "meta.json"
 
 
-def file_digest(path) -> str:
-    """sha256 (hex) of the file at ``path``."""
+def _file_digest(path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def library_record(path) -> dict:
+    """Size and sha256 of the library at ``path``, checked by :func:`library_damage` before
+    loading (a truncated or altered library crashes the process)."""
+    return {"size": os.path.getsize(path), "sha256": _file_digest(path)}
+
+
+def library_damage(path, stored: dict) -> str | None:
+    """Why the library at ``path`` is not the one ``stored`` (:func:`library_record`)
+    describes, or ``None``."""
+    name = os.path.basename(path)
+    size = os.path.getsize(path)
+    if size != stored.get("size"):
+        return f"{name} has {size} bytes, {stored.get('size')} were stored"
+    if _file_digest(path) != stored.get("sha256"):
+        return f"{name} differs from the stored one (sha256 mismatch)"
+    return None
 
 
 def _damage(folder: Path) -> tuple[dict | None, str | None]:
@@ -166,16 +183,11 @@ def _damage(folder: Path) -> tuple[dict | None, str | None]:
         return None, f"{META} records no library size and sha256"
     if not isinstance(meta.get("source"), (str, type(None))):
         return None, f"{META} holds a malformed source"
-    path = folder / LIBRARY
     try:
-        size = path.stat().st_size
-        if size != lib["size"]:
-            return None, f"{LIBRARY} has {size} bytes, {lib['size']} were stored"
-        if file_digest(path) != lib["sha256"]:
-            return None, f"{LIBRARY} differs from the stored one (sha256 mismatch)"
+        why = library_damage(folder / LIBRARY, lib)
     except OSError as err:
         return None, f"{LIBRARY} is unreadable ({type(err).__name__}: {err})"
-    return meta, None
+    return (None, why) if why else (meta, None)
 
 
 def _discard(folder: Path, why: str) -> None:
@@ -227,8 +239,7 @@ def store(key: str, rt_mod: Any, meta: dict) -> None:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent))
         rt_mod.export_library(str(tmp / LIBRARY))
-        lib = tmp / LIBRARY
-        meta = {**meta, "library": {"size": lib.stat().st_size, "sha256": file_digest(lib)}}
+        meta = {**meta, "library": library_record(tmp / LIBRARY)}
         (tmp / META).write_text(json.dumps(meta))
         if not folder.exists():
             os.replace(tmp, folder)

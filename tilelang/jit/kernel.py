@@ -57,8 +57,7 @@ def _without_gradient(kernel, args: tuple):
     from ..errors import KernelArgumentError
 
     written = set(torch_op.writes(kernel))
-    inputs = [p for i, p in enumerate(kernel.params) if i not in kernel.out_idx]
-    for p, a in zip(inputs, args):
+    for p, a in zip((kernel.params[i] for i in kernel._binder.inputs), args):
         if p.name in written and isinstance(a, torch.Tensor) and a.requires_grad and a.is_leaf:
             raise KernelArgumentError(f"{kernel.name}: parameter {p.name!r} is written in place "
                                       "but is a leaf tensor that requires grad; pass a tensor "

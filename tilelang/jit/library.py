@@ -91,9 +91,9 @@ def export(kernel, path: str) -> None:
             shutil.copyfile(source, path)
     else:
         kernel.rt_mod.export_library(path)
-    from .cache import file_digest
+    from .cache import library_record
 
-    record.library = {"size": os.path.getsize(path), "sha256": file_digest(path)}
+    record.library = library_record(path)
     with open(path + SUFFIX, "w") as f:
         f.write(record.to_json())
 
@@ -129,15 +129,12 @@ def load(path: str | os.PathLike) -> Any:
 def _check_library(path: str, stored: dict | None) -> None:
     """A library that is not the exported one (truncated by a copy, altered) would crash the
     process that loads it: its size and sha256 must match the record's."""
-    from .cache import file_digest
+    from .cache import library_damage
 
-    if stored is None:  # a record written before libraries were recorded
-        return
-    size = os.path.getsize(path)
-    if size != stored.get("size") or file_digest(path) != stored.get("sha256"):
+    why = library_damage(path, stored) if stored is not None else None  # older records: none
+    if why:
         raise TileLangError(f"tilelang.load: {path} is not the library that was exported "
-                            f"({size} bytes, {stored.get('size')} were exported, or its sha256 "
-                            "differs); export the kernel again")
+                            f"({why}); export the kernel again")
 
 
 __all__ = ["KernelRecord", "export", "load", "record_of"]

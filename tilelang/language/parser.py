@@ -368,6 +368,11 @@ def check_indices(func: PrimFunc) -> None:
     ``-extent`` counts from the end (``A[-1]`` is the last element)."""
     bad: list[str] = []
 
+    def report(node, buf, idx, prefix: str, what: str) -> None:
+        where = source_location(node.span)
+        bad.append(f"{prefix}{buf.name}[{', '.join(str(x) for x in idx)}]: {what}"
+                   + (f"\n  {where}" if where else ""))
+
     def check(node):
         store = isinstance(node, tirx.BufferStore)
         buf = node.buffer if store else node.source
@@ -376,21 +381,15 @@ def check_indices(func: PrimFunc) -> None:
             return
         for d, (i, n) in enumerate(zip(idx, buf.shape)):
             if not str(i.ty).startswith(("int", "uint")):
-                where = source_location(node.span)
-                bad.append(f"{buf.name}[{', '.join(str(x) for x in idx)}]: index {i} is "
-                           f"{i.ty}; indices are integers (T.cast(x, \"int32\"))"
-                           + (f"\n  {where}" if where else ""))
-                return
+                return report(node, buf, idx, "", f"index {i} is {i.ty}; indices are integers "
+                                                  f"(T.cast(x, \"int32\"))")
             if isinstance(i, tirx.IntImm) and isinstance(n, tirx.IntImm) \
                     and not -n.value <= i.value < n.value:
                 shape = tuple(int(x) for x in buf.shape)
-                access = f"{buf.name}[{', '.join(str(x) for x in idx)}]"
-                where = source_location(node.span)
-                bad.append(f"{'store to' if store else 'load of'} {access}: index {i.value} is "
-                           f"out of bounds for dimension {d} of {buf.name} with shape {shape} "
-                           f"(valid: {-n.value} to {n.value - 1})"
-                           + (f"\n  {where}" if where else ""))
-                return
+                return report(node, buf, idx, "store to " if store else "load of ",
+                              f"index {i.value} is out of bounds for dimension {d} of "
+                              f"{buf.name} with shape {shape} (valid: {-n.value} to "
+                              f"{n.value - 1})")
 
     # the callback only records: an exception raised inside the walk would cross TVM's FFI
     tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, check), (tvm.ir.TensorLoad, check)])

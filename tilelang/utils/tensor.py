@@ -81,7 +81,7 @@ def reference_outputs(reference: Any, kernel: Any, inputs: list) -> list:
     from ..jit.torch_op import writes
 
     written = set(writes(kernel))
-    names = [p.name for i, p in enumerate(kernel.params) if i not in kernel.out_idx]
+    names = [kernel.params[i].name for i in kernel._binder.inputs]
     return as_list(reference(*[x.clone() if name in written and hasattr(x, "clone") else x
                                for name, x in zip(names, inputs)]))
 
