@@ -65,3 +65,25 @@ def stacked_slices_sum(cols: int, blocks: int = 1, swizzled: bool = False):
             T.copy(F, Y[bx, :, :, :])
 
     return main
+
+
+def write_then_stream(stages: int = 2):
+    """W = 2 A written by the block, then streamed back by a pipelined loop:
+    Y = the sum of W's eight 64-row tiles.  Each thread reads rows other threads wrote."""
+
+    @T.prim_func
+    def main(A: T.Tensor((512, 64), "float16"), W: T.Tensor((512, 64), "float16"),
+             Y: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            for i, j in T.Parallel(512, 64):
+                W[i, j] = A[i, j] * T.float16(2)
+            T.clear(F)
+            for k in T.Pipelined(8, num_stages=stages):
+                T.copy(W[k * 64, 0], S)
+                for i, j in T.Parallel(64, 64):
+                    F[i, j] += S[i, j]
+            T.copy(F, Y)
+
+    return main

@@ -48,11 +48,11 @@ def _pointee(addr) -> str:
     return str(getattr(load, "dtype", None) or load.ty)
 
 
-_RMW = Effect(accesses=(Access((0,), None), Access((0,), None, write=True)))
+_RMW = Effect(accesses=(Access((0,), None), Access((0,), None, write=True)), atomic=True)
 # the same, storing the old value through the address at argument 2 (a per-thread variable,
 # or the shared slot that passes a block-level result on)
 _RMW_INTO = Effect(accesses=(Access((0,), None), Access((0,), None, write=True),
-                             Access((2,), None, write=True)))
+                             Access((2,), None, write=True)), atomic=True)
 
 RMW_INTO = {
     kind: register_device_op(
@@ -93,7 +93,7 @@ ADD_VEC_INTO = {
     lanes: register_device_op(
         f"tl.device.atomic_addx{lanes}_into",
         Effect(accesses=(Access((0,), None), Access((0,), None, write=True),
-                         Access((lanes + 1,), None, write=True))),
+                         Access((lanes + 1,), None, write=True)), atomic=True),
         _vec_into_emit(lanes),
         f"atomic add of {lanes} consecutive elements; stores their old values through a "
         "pointer")
@@ -102,12 +102,13 @@ ADD_VEC_INTO = {
 
 LOAD = register_device_op(
     "tl.device.atomic_load",
-    Effect(accesses=(Access((0,), None), Access((1,), Memory.REGISTER, write=True))),
+    Effect(accesses=(Access((0,), None), Access((1,), Memory.REGISTER, write=True)),
+           atomic=True),
     _helper_into("AtomicLoad"),
     "atomic load of an element with a memory order, stored through a pointer")
 
 STORE = register_device_op(
-    "tl.device.atomic_store", Effect(accesses=(Access((0,), None, write=True),)),
+    "tl.device.atomic_store", Effect(accesses=(Access((0,), None, write=True),), atomic=True),
     _helper("AtomicStore"), "atomic store of an element with a memory order")
 
 

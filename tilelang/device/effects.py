@@ -86,7 +86,8 @@ class Effect:
     them must be complete before the op.  ``orders``: position from which the arguments are
     ``address_of(tile[...])`` of the shared tiles whose generic-proxy writes a proxy fence
     orders before this thread's later async-proxy accesses (a fence without them orders all
-    memory)."""
+    memory).  ``atomic``: the op's accesses are atomic (a read-modify-write, an atomic load or
+    store): other threads' atomic ops on the same elements do not race with them."""
 
     accesses: tuple[Access, ...] = ()
     proxy: Proxy = Proxy.GENERIC
@@ -97,6 +98,7 @@ class Effect:
     sync: Sync | None = None
     releases: int | None = None
     orders: int | None = None
+    atomic: bool = False
 
     @property
     def reads(self) -> tuple[Access, ...]:

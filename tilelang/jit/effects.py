@@ -2,9 +2,9 @@
 than as the destination of a ``T.copy``.
 
 A parameter is written when the program stores to it (``B[i] = ...``), names it as the
-destination of a tile operator (``T.copy(x, B)``, ``T.fill``, ``T.atomic_*``, ``T.reduce_*``,
-``T.cumsum``, the accumulator of ``T.gemm``), passes it to a tile operator whose destinations
-are not known here, or hands its raw pointer to any other call.  Everything else only reads it.
+destination a tile operator declares (``TileOp.writes``: ``T.copy(x, B)``, ``T.fill``,
+``T.atomic_*``, ``T.reduce_*``, the accumulator of ``T.gemm``, ...), passes it to a tile operator
+that declares none, or hands its raw pointer to any other call.  Everything else only reads it.
 The answer is conservative: a parameter that might be written is reported as written.
 """
 
@@ -14,19 +14,6 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.tirx.buffer import is_buffer_var
-
-# The fields of each tile operator that it writes; an operator missing here writes every
-# buffer argument it has.
-DESTINATIONS: dict[str, tuple[str, ...]] = {
-    "tl.copy": ("dst",),
-    "tl.fill": ("dst",),
-    "tl.atomic": ("dst",),
-    "tl.reduce": ("dst",),
-    "tl.cumsum": ("dst",),
-    "tl.gemm": ("C",),
-    "tl.annotate_layout": (),
-    "tl.use_swizzle": (),
-}
 
 
 def _buffers_in(node) -> list:
@@ -94,40 +81,43 @@ def accessed_besides_copies(body: tirx.Stmt) -> frozenset:
     return frozenset(found)
 
 
-def written_params(func: tirx.PrimFunc) -> list[str]:
-    """The names of the tensor parameters of ``func`` that its body may write, in order."""
+def written_tensors(body: tirx.Stmt) -> frozenset:
+    """The handles of the global tensors ``body`` may write: stores to them, the destinations
+    each tile operator declares (``TileOp.writes``; every buffer argument of one that declares
+    none), and raw buffers handed to any other call."""
     from ..ops.base import TILE_OPS
 
-    params = [p for p in func.params if is_buffer_var(p)]
-    written: set[int] = set()
+    found: set = set()
 
-    def mark(node) -> None:
-        for i, p in enumerate(params):
-            if node.same_as(p):
-                written.add(i)
+    def mark(bufs) -> None:
+        found.update(b.__chandle__() for b in bufs
+                     if is_buffer_var(b) and b.scope() == "global")
 
     def on_store(s: tirx.BufferStore):
-        mark(s.buffer)
+        mark([s.buffer])
 
     def on_call(c: tvm.ir.Call):
         if not isinstance(c.op, tvm.ir.Op):
             return None
         cls = TILE_OPS.get(c.op.name)
         if cls is None:  # an ordinary call: a raw buffer argument may be written through
-            for a in c.args:
-                if is_buffer_var(a):
-                    mark(a)
+            mark(c.args)
             return None
-        fields = DESTINATIONS.get(c.op.name)
         args = dict(zip(cls.fields, c.args))
-        targets = list(c.args) if fields is None else [args[f] for f in fields if f in args]
+        targets = list(c.args) if cls.writes is None else \
+            [args[f] for f in cls.writes if f in args]
         hit = [b for t in targets for b in _buffers_in(t)]
-        if fields and not hit:  # a destination given by omission (e.g. in place): all of them
+        if cls.writes and not hit:  # a destination given by omission (in place): all of them
             hit = _buffers_in(c)
-        for b in hit:
-            mark(b)
+        mark(hit)
         return tvm_ffi.WalkResult.SKIP
 
-    tvm_ffi.structural_walk(func.body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)],
+    tvm_ffi.structural_walk(body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)],
                             order="pre")
-    return [params[i].name for i in sorted(written)]
+    return frozenset(found)
+
+
+def written_params(func: tirx.PrimFunc) -> list[str]:
+    """The names of the tensor parameters of ``func`` that its body may write, in order."""
+    written = written_tensors(func.body)
+    return [p.name for p in func.params if is_buffer_var(p) and p.__chandle__() in written]

@@ -114,8 +114,8 @@ def make_launcher(binder: ArgumentBinder,
                 where = f"{a}.is_cuda" if cuda else f"{a}.is_cpu"
                 checks = (f" and {a}.dtype is dt{k} and {a}.shape == sig[{k}] and {where} and "
                           f"{a}.is_contiguous()")
-            tests.append(f"isinstance({a}, Tensor) and not {a}.requires_grad{checks}{empty}"
-                         f"{aligned}")
+            guard = f" and not (grad and {a}.requires_grad)" if with_grad is not None else ""
+            tests.append(f"isinstance({a}, Tensor){guard}{checks}{empty}{aligned}")
         elif kind == "bool":
             tests.append(f"type({a}) is bool")
         elif kind in ("int", "float"):
@@ -136,6 +136,9 @@ def make_launcher(binder: ArgumentBinder,
     if n_in:
         lines.append(f"        {', '.join(f'a{k}' for k in range(n_in))}, = args")
     lines.append("        sig = state[0]")
+    if with_grad is not None and tensors:
+        ns["grad_enabled"] = torch.is_grad_enabled
+        lines.append("        grad = grad_enabled()")
     condition = "(" + "\n                and ".join(tests or ["True"]) + ")"
     if cuda:  # data_ptr() raises for a tensor without storage (sparse, ...): the binder's
         lines.append("        try:")

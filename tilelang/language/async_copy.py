@@ -109,6 +109,7 @@ class PtxCpAsync(TileOp):
     name = "tl.ptx_cp_async"
     printer = "ptx_cp_async"
     fields = ("dst", "src", "num_elems", "predicate", "guard")
+    writes = ("dst",)
 
 
 def _nbytes(op: PtxCpAsync) -> int:
@@ -191,6 +192,7 @@ class PtxCommitGroup(TileOp):
     name = "tl.ptx_commit_group"
     printer = "ptx_commit_group"
     fields = ()
+    writes = ()
 
 
 @register
@@ -198,6 +200,7 @@ class PtxWaitGroup(TileOp):
     name = "tl.ptx_wait_group"
     printer = "ptx_wait_group"
     fields = ("pending",)
+    writes = ()
 
 
 PtxCommitGroup.lowering("cpu")(lambda op, ctx: tirx.Evaluate(0))
@@ -227,6 +230,7 @@ class CpAsyncBarrierNoinc(TileOp):
     name = "tl.cp_async_barrier_noinc"
     printer = "cp_async_barrier_noinc"
     fields = ("barrier",)
+    writes = ("barrier",)
 
 
 @CpAsyncBarrierNoinc.lowering("cuda")
@@ -255,6 +259,7 @@ class AsyncCopy(TileOp):
     name = "tl.async_copy"
     printer = "async_copy"
     fields = ("src", "dst", "coalesced_width")
+    writes = ("dst",)
 
 
 def async_copy(src: Any, dst: Any, *, coalesced_width: int | None = None,
@@ -320,6 +325,7 @@ class TmaStoreWait(TileOp):
     name = "tl.tma_store_wait"
     printer = "tma_store_wait"
     fields = ("pending", "read")
+    writes = ()
 
 
 TmaStoreWait.lowering("cpu")(lambda op, ctx: tirx.Evaluate(0))

@@ -21,6 +21,7 @@ class AnnotateLayout(TileOp):
     name = "tl.annotate_layout"
     printer = "annotate_layout"
     fields = ("buffer", "layout")
+    writes = ()
 
     def infer_layout(self, ctx: LayoutContext) -> None:
         """A fragment takes the (factored) ``Fragment`` given; a shared tile keeps its layout
@@ -44,6 +45,7 @@ class UseSwizzle(TileOp):
     name = "tl.use_swizzle"
     printer = "use_swizzle"
     fields = ("panel_size", "order", "enable")
+    writes = ()
 
 
 @register
@@ -54,6 +56,7 @@ class AnnotateSafeValue(TileOp):
     name = "tl.annotate_safe_value"
     printer = "annotate_safe_value"
     fields = ("buffer", "value")
+    writes = ()
 
 
 @register
@@ -61,6 +64,7 @@ class AnnotateMinBlocksPerSM(TileOp):
     name = "tl.annotate_min_blocks_per_sm"
     printer = "annotate_min_blocks_per_sm"
     fields = ("count",)
+    writes = ()
 
 
 def annotate_layout(layout_map: dict) -> None:

@@ -60,6 +60,7 @@ class Atomic(TileOp):
     name = "tl.atomic"
     printer = "atomic"
     fields = ("kind", "dst", "value", "order", "lanes", "per_thread", "prev")
+    writes = ("dst",)
     defaults = {"order": 0, "lanes": 1, "per_thread": 0, "prev": None}
 
 

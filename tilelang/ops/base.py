@@ -53,6 +53,7 @@ class LowerContext:
     kernel_addressed: frozenset = frozenset()  # tensor handles whose address the kernel computes
     # handles of the global tensors the kernel accesses other than as a T.copy destination
     kernel_touched: frozenset = frozenset()
+    kernel_written: frozenset = frozenset()  # handles of the global tensors the kernel writes
 
     @property
     def num_threads(self) -> int:
@@ -100,6 +101,9 @@ class TileOp:
     name: ClassVar[str]
     printer: ClassVar[str]  # the name ``func.script()`` shows after ``T.``
     fields: ClassVar[tuple[str, ...]]
+    # the fields whose buffers the op writes (a region, a tile or an element address);
+    # ``None``: any buffer among its arguments may be written
+    writes: ClassVar[tuple[str, ...] | None] = None
     # trailing fields a pass fills in later, and their value until then (left out of the call)
     defaults: ClassVar[dict[str, Any]] = {}
     _lowerings: ClassVar[list[tuple[str, Callable | None, Callable]]]

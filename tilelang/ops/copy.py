@@ -34,6 +34,7 @@ class Copy(TileOp):
     name = "tl.copy"
     printer = "copy"
     fields = ("src", "dst", "coalesced_width", "disable_tma", "eviction_policy", "oob_value")
+    writes = ("dst",)
     # what source elements outside their buffer read as: 0, or the T.annotate_safe_value of
     # the source buffer in scope (set by tilelang.transform.safe_values)
     defaults = {"oob_value": None}
@@ -334,15 +335,23 @@ def tma_geometry_problem(op: Copy, kernel_addressed: frozenset = frozenset(),
 
 def tma_plan(op: Copy, target, config: dict, dst_annotations,
              kernel_addressed: frozenset = frozenset(),
-             issuer_indices: bool = False) -> "TmaPlan | str":
+             issuer_indices: bool = False,
+             kernel_written: frozenset = frozenset()) -> "TmaPlan | str":
     """The TMA boxes of a global -> shared copy, or why TMA does not suit it (the caller
     falls back to cp.async/vector copies).  Depends only on the op, the buffers, the target,
-    the pass configs, the destination tile's layout annotations and the tensors whose address
-    the kernel computes (``tilelang.language.pointer.kernel_addressed``), so every pass that
-    asks gets the same answer.  ``issuer_indices``: the coordinates are those the issuing
-    thread computes (``T.tma_copy``), so they may depend on loaded data."""
+    the pass configs, the destination tile's layout annotations, the tensors whose address
+    the kernel computes (``tilelang.language.pointer.kernel_addressed``) and those it writes
+    (``tilelang.jit.effects.written_tensors``), so every pass that asks gets the same answer.
+    ``issuer_indices``: the coordinates are those the issuing thread computes
+    (``T.tma_copy``), so they may depend on loaded data."""
     if not tma_enabled(target, config, op):
         return "TMA is off (target below sm_90, tl.disable_tma_lower or disable_tma=True)"
+    src = R.buffer_of(op.src)
+    if src.__chandle__() in kernel_written:
+        # the threads' writes go through the generic proxy, a TMA load reads through the
+        # async one, and a warp-specialized producer would not wait for the writers at all
+        return (f"the kernel also writes {src.name}; a TMA load would not be ordered after "
+                "those writes")
     problem = tma_geometry_problem(op, kernel_addressed, issuer_indices)
     if problem is not None:
         return problem
@@ -409,10 +418,15 @@ def _depends_on_data(e) -> bool:
     return bool(find_all(e, tvm.ir.TensorLoad))
 
 
-def _tma_plan_of(op: Copy, ctx: LowerContext, issuer_indices: bool = False) -> "TmaPlan | str":
+def _tma_plan_of(op: Copy, ctx: LowerContext, issuer_indices: bool = False,
+                 load: bool = True) -> "TmaPlan | str":
+    """The plan of a load by ``T.copy`` (``T.tma_copy``'s with ``issuer_indices``: its user
+    orders the tensor's writes), or with ``load=False`` of a store, given as the load of its
+    geometry."""
+    written = ctx.kernel_written if load and not issuer_indices else frozenset()
     return tma_plan(op, ctx.target, ctx.config,
                     ctx.tile_annotations.get(R.buffer_of(op.dst).__chandle__(), {}),
-                    ctx.kernel_addressed, issuer_indices)
+                    ctx.kernel_addressed, issuer_indices, written)
 
 
 def _planned(op: Copy, ctx: LowerContext) -> TmaPlan:
@@ -603,7 +617,7 @@ def _tma_store_plan(op: Copy, ctx: LowerContext) -> "TmaPlan | str":
         # a TMA store's global writes land asynchronously, unordered with the kernel's own
         # other reads and writes of the tensor
         return f"the kernel also reads {gmem.name} or writes it other than by T.copy"
-    return _tma_plan_of(_as_load(op), ctx)
+    return _tma_plan_of(_as_load(op), ctx, load=False)
 
 
 def _tma_store_applies(op: Copy, ctx: LowerContext) -> bool:
@@ -649,6 +663,7 @@ class TmaCopy(TileOp):
     name = "tl.tma_copy"
     printer = "tma_copy"
     fields = ("src", "dst", "leader_scope", "barrier", "cluster_mask")
+    writes = ("dst", "barrier")
     defaults = {"barrier": None, "cluster_mask": 0}
 
 

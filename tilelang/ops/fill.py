@@ -20,6 +20,7 @@ class Fill(TileOp):
     name = "tl.fill"
     printer = "fill"
     fields = ("dst", "value")
+    writes = ("dst",)
 
 
 def fill(buffer: Any, value: Any):

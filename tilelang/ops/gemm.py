@@ -40,6 +40,7 @@ class Gemm(TileOp):
     printer = "gemm"
     fields = ("A", "B", "C", "transpose_A", "transpose_B", "policy", "clear_accum", "k_pack",
               "wg_wait", "wgmma_only", "plan")
+    writes = ("C",)
     # ``plan``: how the gemm runs on CUDA (``encode_plan``), recorded by LayoutInference;
     # ``wgmma_only``: T.wgmma_gemm, which has no mma.sync fallback
     defaults = {"plan": "", "wgmma_only": False}

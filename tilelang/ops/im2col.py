@@ -28,6 +28,7 @@ class Im2Col(TileOp):
     name = "tl.im2col"
     printer = "im2col"
     fields = ("img", "col", "nhw_step", "c_step", "kernel", "stride", "dilation", "pad")
+    writes = ("col",)
 
 
 def im2col(img: Any, col: Any, nhw_step: Any, c_step: Any, kernel: int, stride: int = 1,

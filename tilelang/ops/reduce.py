@@ -35,6 +35,7 @@ class Reduce(TileOp):
     name = "tl.reduce"
     printer = "reduce"
     fields = ("src", "dst", "kind", "dim", "clear", "nan_propagate")
+    writes = ("dst",)
     defaults = {"nan_propagate": 0}
 
     def propagate_layout(self, ctx: LayoutContext) -> None:

@@ -85,6 +85,7 @@ class ReducerInit(TileOp):
     name = "tl.reducer_init"
     printer = "reducer_init"
     fields = ("reducer", "kind", "value")
+    writes = ("reducer",)
     defaults = {"value": None}
 
 
@@ -95,6 +96,7 @@ class ReducerUpdate(TileOp):
     name = "tl.reducer_update"
     printer = "reducer_update"
     fields = ("target", "kind", "value")
+    writes = ("target",)
 
 
 @register
@@ -105,6 +107,7 @@ class FinalizeReducer(TileOp):
     name = "tl.finalize_reducer"
     printer = "finalize_reducer"
     fields = ("reducer", "kind", "dst")
+    writes = ("dst",)
     defaults = {"dst": None}
 
     def propagate_layout(self, ctx: LayoutContext) -> None:

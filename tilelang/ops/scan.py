@@ -23,6 +23,7 @@ class Cumsum(TileOp):
     name = "tl.cumsum"
     printer = "cumsum"
     fields = ("src", "dst", "dim", "reverse")
+    writes = ("dst",)
 
     @staticmethod
     def combine(acc, x):
@@ -34,6 +35,7 @@ class Cummax(TileOp):
     name = "tl.cummax"
     printer = "cummax"
     fields = ("src", "dst", "dim", "reverse")
+    writes = ("dst",)
 
     @staticmethod
     def combine(acc, x):

@@ -19,6 +19,7 @@ class Transpose(TileOp):
     name = "tl.transpose"
     printer = "transpose"
     fields = ("src", "dst")
+    writes = ("dst",)
 
 
 def transpose(src: Any, dst: Any):

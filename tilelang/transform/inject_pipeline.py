@@ -33,6 +33,7 @@ import logging
 
 from ..engine.target import is_cpu
 from ..errors import LoweringError
+from ..jit.effects import written_tensors
 from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
@@ -121,6 +122,7 @@ class _Pipeline(StmtMutator):
         self.tx = None
         self.tiles = {}  # shared tile key -> annotations of its allocation
         self.kernel_addressed = kernel_addressed(func_body)
+        self.kernel_written = written_tensors(func_body)
         self.rings: dict[int, WarpSpecializedProtocol] = {}  # WS_LOOP id -> its ring
         for a in find_all(func_body, tirx.AllocBuffer):
             self.tiles.setdefault(_key(a.buffer), dict(a.annotations))
@@ -137,7 +139,8 @@ class _Pipeline(StmtMutator):
                 why = f"statement {i} is not a global -> shared copy"
                 break
             plan = tma_plan(op, self.target, self.config,
-                            self.tiles.get(_key(R.buffer_of(op.dst)), {}), self.kernel_addressed)
+                            self.tiles.get(_key(R.buffer_of(op.dst)), {}), self.kernel_addressed,
+                            kernel_written=self.kernel_written)
             if not isinstance(plan, TmaPlan):
                 why = f"{R.describe(op.src)} -> {R.describe(op.dst)}: {plan}"
                 break

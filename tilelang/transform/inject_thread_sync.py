@@ -3,8 +3,9 @@ each other.
 
 Expects: lowered kernels (explicit shared accesses, per-thread loops from
 ``LowerParallelLoops``, device ops with declared effects, ``T.ws`` regions).  Guarantees:
-between a statement that writes a shared tile and a later one that reads or writes it (and
-between a read and a later write) there is a barrier over the threads involved:
+between a statement that writes a shared tile (or a global tensor the kernel also reads,
+``_handed_globals``) and a later one that reads or writes it (and between a read and a later
+write) there is a barrier over the threads involved:
 
 * inside code run by one group (the block, or a ``T.ws`` region) a barrier of that group
   (the block's: id 0, ``__syncthreads``; a smaller group's: its named barrier
@@ -91,9 +92,38 @@ def _async_reads(kernel) -> dict:
     return out
 
 
-def _rw(stmt, aliases: dict | None = None,
-        async_reads: dict | None = None) -> tuple[set, set, bool]:
-    """Shared tiles ``stmt`` reads and writes, and whether it synchronizes its group at
+def _handed_globals(kernel) -> frozenset:
+    """The global tensors ``kernel`` both writes (other than atomically) and reads: its threads
+    may hand data to each other through them as through shared tiles, so they are
+    synchronized alike.  A tensor that is only written (an output) needs no barrier."""
+    written, read = set(), set()
+
+    def on_load(x):
+        if x.source.scope() == "global":
+            read.add(_key(x.source))
+
+    def on_store(s):
+        if s.buffer.scope() == "global":
+            written.add(_key(s.buffer))
+
+    def on_call(c):
+        eff = effect_of(c)
+        if eff is None:
+            return None
+        for acc in eff.accesses:
+            for b in accessed_buffers(c, acc):
+                if b.scope() == "global":
+                    (written if acc.write and not eff.atomic else read).add(_key(b))
+        return tvm_ffi.WalkResult.SKIP  # its address arguments are not reads
+
+    tvm_ffi.structural_walk(kernel, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
+                                     (tirx.BufferStore, on_store)], order="pre")
+    return frozenset(written & read)
+
+
+def _rw(stmt, aliases: dict | None = None, async_reads: dict | None = None,
+        handed: frozenset = frozenset()) -> tuple[set, set, bool]:
+    """Shared tiles (and the global tensors in ``handed``) ``stmt`` reads and writes, and whether it synchronizes its group at
     entry (a device op that does so before its own accesses).  An asynchronous write counts
     when ``stmt`` also waits on the mechanism it completes on (a TMA load waited for in the
     same code): from the wait on, the tile holds data that other threads may need; a write
@@ -105,12 +135,15 @@ def _rw(stmt, aliases: dict | None = None,
     pending: dict = {}  # mechanism -> shared tiles written asynchronously
     waited: set = set()
 
+    def kept(b) -> bool:
+        return b.scope() in SHARED or _key(b) in handed
+
     def on_load(x):
-        if x.source.scope() in SHARED:
+        if kept(x.source):
             reads.add(_key(x.source))
 
     def on_store(s):
-        if s.buffer.scope() in SHARED:
+        if kept(s.buffer):
             writes.add(_key(s.buffer))
 
     def on_call(c):
@@ -125,7 +158,7 @@ def _rw(stmt, aliases: dict | None = None,
             # that issued it; its reads (a TMA store's of its tile) start after it is issued,
             # so earlier writes of the tile must be ordered before it like a plain read's
             for acc in eff.accesses:
-                bufs = {_key(b) for b in accessed_buffers(c, acc) if b.scope() in SHARED}
+                bufs = {_key(b) for b in accessed_buffers(c, acc) if kept(b)}
                 if acc.write:
                     pending.setdefault(eff.completes_on, set()).update(bufs)
                 else:
@@ -135,7 +168,7 @@ def _rw(stmt, aliases: dict | None = None,
             entry.append(c)
         for acc in eff.accesses:
             for b in accessed_buffers(c, acc):
-                if b.scope() in SHARED:
+                if kept(b):
                     (writes if acc.write else reads).add(_key(b))
         return None
 
@@ -193,8 +226,9 @@ class _State:
 
 class _Sync:
     def __init__(self, tx, block: ThreadGroup, aliases: dict | None = None,
-                 async_reads: dict | None = None):
+                 async_reads: dict | None = None, handed: frozenset = frozenset()):
         self.tx = tx
+        self.handed = handed  # global tensors synchronized like tiles (``_handed_globals``)
         self.aliases = aliases  # view key -> key of the tile it is the bytes of
         self.async_reads = async_reads  # mechanism -> tiles its ops read (``_async_reads``)
         self.block = block
@@ -249,7 +283,7 @@ class _Sync:
                 body, end = self.stmt(s.body, st.union(end.without_origins()))
                 return (tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
                                  s.annotations, s.step), st.union(end))
-        r, w, entry = _rw(s, self.aliases, self.async_reads)
+        r, w, entry = _rw(s, self.aliases, self.async_reads, self.handed)
         if entry:
             st = _State()
         elif st.conflicts(r, w):
@@ -299,7 +333,7 @@ class _Sync:
             body, _ = self.stmt(cond.then_case, _State())
         finally:
             self.group = old
-        r, w, _ = _rw(cond.then_case, self.aliases, self.async_reads)
+        r, w, _ = _rw(cond.then_case, self.aliases, self.async_reads, self.handed)
         return (tirx.AttrStmt(attr.node, attr.attr_key, attr.value,
                               tirx.IfThenElse(cond.condition, body, cond.else_case)), (r, w))
 
@@ -347,9 +381,8 @@ class _Sync:
             st = st.drop_groups({g})
         return st
 
-    @staticmethod
-    def _has_shared(s) -> bool:
-        r, w, _ = _rw(s)
+    def _has_shared(self, s) -> bool:
+        r, w, _ = _rw(s, handed=self.handed)
         return bool(r or w)
 
 
@@ -387,8 +420,8 @@ def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     def one(kernel):  # each T.Kernel synchronizes its own block
         tx, ext = thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
-        body, _ = _Sync(tx, block, planned_views(kernel), _async_reads(kernel)).stmt(
-            kernel, _State())
+        body, _ = _Sync(tx, block, planned_views(kernel), _async_reads(kernel),
+                        _handed_globals(kernel)).stmt(kernel, _State())
         return body
 
     return func.with_body(map_kernels(func.body, one))

@@ -14,7 +14,7 @@ from tvm.sym import Analyzer
 
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
 from ..engine.target import family
-from ..jit.effects import accessed_besides_copies
+from ..jit.effects import accessed_besides_copies, written_tensors
 from ..language.pointer import kernel_addressed
 from ..language.view import reshaped_layout, shared_view_layout, viewed_buffer
 from ..layout import codec
@@ -135,5 +135,6 @@ def LowerTileOps(func: tirx.PrimFunc) -> tirx.PrimFunc:
     target = target_of(func)
     ctx = LowerContext(target=target, family=family(target), analyzer=Analyzer(),
                        config=pass_config.current(), kernel_addressed=kernel_addressed(func.body),
-                       kernel_touched=accessed_besides_copies(func.body))
+                       kernel_touched=accessed_besides_copies(func.body),
+                       kernel_written=written_tensors(func.body))
     return func.with_body(_Lower(ctx)(func.body))

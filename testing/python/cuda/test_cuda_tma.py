@@ -3,7 +3,8 @@ a subprocess under a timeout, since a wrong barrier count or tensor map hangs th
 Checks: the pipelined GEMM through TMA copies (mbarrier ring) at tile-multiple and ragged
 sizes (ragged: the hardware zero-fills the boxes' out-of-range parts), trip counts 1 and 2 with
 3 stages, a dynamic K (trip count from the argument), a synchronous TMA copy with a ragged
-edge, and the hand-written producer/consumer kernel of ``T.alloc_barrier``/``T.tma_copy``."""
+edge, the hand-written producer/consumer kernel of ``T.alloc_barrier``/``T.tma_copy``, and a
+pipelined loop streaming a tensor the block wrote (cp.async after a block barrier)."""
 
 import os
 import textwrap
@@ -100,4 +101,16 @@ def test_hand_written_producer_consumer():
         k = tilelang.compile(producer_consumer(), out_idx=[1], target="cuda")
         a = torch.randn(512, 64, device="cuda", dtype=torch.float16)
         torch.testing.assert_close(k(a), a + 1)
+    """)
+
+
+def test_stream_of_a_tensor_the_block_wrote():
+    run("""
+        from tma_programs import write_then_stream
+        k = tilelang.compile(write_then_stream(), out_idx=[1, 2], target="cuda")
+        a = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+        w, y = k(a)
+        torch.testing.assert_close(w, a * 2)
+        torch.testing.assert_close(y, (a * 2).float().view(8, 64, 64).sum(0), rtol=1e-2,
+                                   atol=1e-2)
     """)

@@ -43,6 +43,10 @@ def test_a_good_call_skips_the_full_checks():
     a, b = torch.randn(4, 8), torch.randn(4, 8)
     for _ in range(3):
         torch.testing.assert_close(k(a, b), a + b)
+    w = torch.nn.Parameter(b)  # a model's weight: no gradient to guard under no_grad or with it
+    with torch.no_grad():
+        torch.testing.assert_close(k(a, w), a + b)
+    torch.testing.assert_close(k(a, w), a + b)
     assert calls == []
     with pytest.raises(KernelArgumentError, match="parameter 'B' expects dtype float32"):
         k(a, b.double())

@@ -159,6 +159,42 @@ def test_thread_sync_separates_shared_write_and_read():
     assert write < sync < read
 
 
+def _global_hand_off(read_back: bool, atomic: bool = False):
+    """Each thread writes W[t]; with ``read_back`` the block then reads it back shifted by one
+    (another thread's element); with ``atomic`` it adds into W twice instead."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), W: T.Tensor((128,), "float32"),
+             Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(128):
+                if atomic:
+                    T.atomic_add(W[i], A[i])
+                else:
+                    W[i] = A[i] * 2.0
+            for i in T.Parallel(128):
+                if atomic:
+                    T.atomic_add(W[i], A[i])
+                elif read_back:
+                    Y[i] = W[(i + 1) % 128]
+                else:
+                    W[i] = A[i]
+
+    return main
+
+
+def test_thread_sync_orders_a_global_tensor_the_block_writes_and_reads():
+    # a thread reads what its neighbour wrote: a race without a barrier between the loops
+    passes = (LayoutInference, LowerTileOps, LowerParallelLoops, PlanSharedMemory,
+              InjectThreadSync)
+    text = through(_global_hand_off(True), *passes).script()
+    write = text.index("W[")
+    assert write < text.index("T.device_barrier(0, 128)", write) < text.index("Y[", write)
+    # only written (an output), or only added into atomically: nothing to order
+    for prog in (_global_hand_off(False), _global_hand_off(False, atomic=True)):
+        assert "device_barrier" not in through(prog, *passes).script()
+
+
 def test_rasterization_remaps_block_indices():
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float32")):

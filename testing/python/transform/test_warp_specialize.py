@@ -17,7 +17,7 @@ from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import example as example_module, matmul  # noqa: E402
-from tma_programs import stacked_slices_sum  # noqa: E402
+from tma_programs import stacked_slices_sum, write_then_stream  # noqa: E402
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -327,6 +327,18 @@ def test_fallbacks_say_why(caplog):
     caplog.clear()
     f = lowered(stream_sum(threads=1024))
     assert block_threads(f) == 1024 and "1152 threads (max 1024)" in caplog.text
+
+
+def test_loop_streaming_a_tensor_the_kernel_writes_is_not_specialized(caplog):
+    # a producer would load W without waiting for the threads that write it, and TMA reads
+    # through the async proxy: cp.async after a block barrier instead
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(write_then_stream())
+    assert block_threads(f) == 128 and not regions(f) and not dev_calls(f.body, "tma_load")
+    assert "the kernel also writes W" in caplog.text
+    text = f.script()
+    assert text.index("W[") < text.index("T.device_barrier(0, 128)") < \
+        text.index("device_cp_async")
 
 
 def barrier_then_stream(barrier):
