@@ -29,7 +29,8 @@ class Inputs:
             return self._kept
         from ..profiler import Profiler
 
-        made = Profiler(kernel, self.supply_type)._inputs()
+        made = Profiler(kernel, self.supply_type)._inputs(
+            how="give the tensors to tune on with set_autotune_inputs(...) or supply_prog")
         if self.reuse:
             self._kept = made
         return made

@@ -31,7 +31,7 @@ from tvm import tirx
 from tvm.ir import Range
 
 from ..device import atomics as device
-from ..errors import DSLError, TileOpError
+from ..errors import DSLError, LoweringError, TileOpError
 from . import loops
 from . import region as R
 from .base import LowerContext, TileOp, register
@@ -439,12 +439,15 @@ def _atomic_region_cuda(op: Atomic, ctx: LowerContext) -> tirx.Stmt:
                                   analyzer=ctx.analyzer)
         shape = [R.as_int(e) for e in R.squeeze(R.extents(op.dst))]
         return loops.with_layout(nest, elementwise(shape, ctx.num_threads))
-    lanes = _vector_lanes(op, ctx)
-    if lanes > 1:
-        return _vector_region_add(op, ctx, lanes)
     vb = R.buffer_of(op.value)
     # a whole fragment value: the nest has its shape (unit dims too) and follows its layout
     by_fragment = vb.scope() == "local.fragment" and R.same_shape(R.extents(op.value), vb.shape)
+    if vb.scope() == "local.fragment" and not by_fragment:
+        raise LoweringError(f"T.atomic_{op.kind}: on CUDA a fragment value ({vb.name}) is used "
+                            f"whole, not as the slice {R.describe(op.value)}")
+    lanes = _vector_lanes(op, ctx)
+    if lanes > 1:
+        return _vector_region_add(op, ctx, lanes)
 
     def body(indices):
         di, vi = indices

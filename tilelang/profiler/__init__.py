@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..errors import KernelArgumentError
 from ..utils.tensor import TensorSupplyType, as_list, compare, make_tensor, reference_outputs
 from .timing import bench, do_bench
 
@@ -28,7 +29,8 @@ class Profiler:
 
         return torch.device("cpu" if is_cpu(self.kernel.target) else "cuda")
 
-    def _inputs(self, sizes: dict | None = None) -> list:
+    def _inputs(self, sizes: dict | None = None, how: str | None = None) -> list:
+        """Generated inputs; ``how``: what the caller can give instead of a missing size."""
         sizes = sizes or {}
         out = []
         for p in self.kernel.input_params:
@@ -43,8 +45,10 @@ class Profiler:
                 elif s in sizes:
                     dims.append(sizes[s])
                 else:
-                    raise ValueError(f"size {s!r} of parameter {p.name!r} is symbolic: pass "
-                                     f"sizes={{'{s}': ...}} to the profiler")
+                    raise KernelArgumentError(
+                        f"{self.kernel.name}: size {s!r} of parameter {p.name!r} is "
+                        f"symbolic, so no input can be generated for it without its value: "
+                        f"{how or f'pass sizes={{{s!r}: ...}} to the profiler'}")
             out.append(make_tensor(dims, p.dtype, p.torch_dtype, self.device, self.supply))
         return out
 

@@ -286,7 +286,7 @@ class _Sync:
         r, w, entry = _rw(s, self.aliases, self.async_reads, self.handed)
         if entry:
             st = _State()
-        elif st.conflicts(r, w):
+        elif st.conflicts(r, w) and self.group.count > 1:  # one thread: nothing to order
             out = _State()
             out.add(r, w, self.group)
             return tirx.SeqStmt([self.barrier(self.group), s]), out

@@ -387,8 +387,11 @@ def _mma_sync_tiles(ops, groups, st: _State) -> set:
     gemms = [op for op in ops if isinstance(op, Gemm)]
     operands = [{key(R.buffer_of(x)) for x in (g.A, g.B) if R.scope_of(x) in SHARED}
                 for g in gemms]
-    plans = [wgmma_plan(op, st.target, grp.count, st.config)
-             for op, grp in zip(ops, groups) if isinstance(op, Gemm)]
+    plans = []
+    for op, grp in zip(ops, groups):
+        if isinstance(op, Gemm):
+            with at_source(op.span):  # errors name the op's line
+                plans.append(wgmma_plan(op, st.target, grp.count, st.config))
     # gemms on CUDA cores (no mma.sync either) read their tiles in any layout
     on_mma = [p is None and mma_sync_obstacle(g) is None for g, p in zip(gemms, plans)]
     tiles = set().union(*(own for own, mma in zip(operands, on_mma) if mma))

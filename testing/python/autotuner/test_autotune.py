@@ -18,6 +18,7 @@ import tilelang.language as T
 from tilelang.autotuner import AutoTuner, set_autotune_inputs, workers
 from tilelang.autotuner.failures import CandidateTimeout
 from tilelang.autotuner.measure import measure
+from tilelang.errors import KernelArgumentError
 
 
 @pytest.fixture(autouse=True)
@@ -371,3 +372,27 @@ def test_tunes_on_the_gpu_after_cuda_is_initialized_here():
     [failure] = k.autotune_failures  # 512 x 256 float32 is 512 KiB of shared memory
     assert failure.config == {"block_M": 512} and failure.reason == "shared memory exceeded"
     torch.testing.assert_close(k(x), x * 2)
+
+
+def test_a_symbolic_size_without_given_inputs_says_how_to_give_them():
+    m = T.dynamic("m")
+
+    @tilelang.autotune(configs=[{"block_M": 8}, {"block_M": 16}], warmup=1, rep=3,
+                       ref_prog=lambda x: x * 2)
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def build(block_M=16):
+        @T.prim_func
+        def main(X: T.Tensor((m, 16), "float32"), Y: T.Tensor((m, 16), "float32")):
+            with T.Kernel(T.ceildiv(m, block_M), threads=32) as bx:
+                for i, j in T.Parallel(block_M, 16):
+                    if bx * block_M + i < m:
+                        Y[bx * block_M + i, j] = X[bx * block_M + i, j] * 2.0
+
+        return main
+
+    with pytest.raises(KernelArgumentError, match=r"size 'm' of parameter 'X' is symbolic.*"
+                                                  r"set_autotune_inputs\(\.\.\.\) or supply_prog"):
+        build()
+    x = torch.randn(40, 16)
+    with set_autotune_inputs(x):
+        torch.testing.assert_close(build()(x), x * 2)

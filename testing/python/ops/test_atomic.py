@@ -345,3 +345,20 @@ def test_64_bit_integer_atomics_compile_for_cuda(dtype):
 
     for arch in ("sm_80", "sm_90a"):
         assert ".entry" in tilelang.compile(main, target=f"cuda -arch={arch}").get_ptx()
+
+
+def test_atomic_add_of_a_fragment_slice_on_cuda_names_the_op_and_line():
+    import pytest
+
+    from tilelang.errors import LoweringError
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            F = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, F)
+            T.atomic_add(B[0:32, :], F[0:32, :])
+
+    with pytest.raises(LoweringError, match=r"(?s)T.atomic_add: on CUDA a fragment value \(F\) "
+                                            r"is used whole.*test_atomic.py:\d+: T.atomic_add"):
+        tilelang.compile(main, target="cuda -arch=sm_90a")
