@@ -14,8 +14,8 @@ inexactly, computed the way a GPU does.
   its sign (LLVM leaves it undefined; x86 shifts by the amount modulo the width).
 
 * A conversion of a float to an integer type gives what CUDA gives (``cvt.rzi``): toward 0,
-  clamped, NaN 0.  A float32 or float64 value is clamped to the 32-bit integer of the target's
-  signedness (64-bit for a 64-bit target) and the low bits kept, as nvcc compiles C's cast
+  clamped, NaN 0 (``1 << (bits - 1)`` into 64 bits or from float64).  A float32 or float64
+  value is clamped to the 32-bit integer of the target's signedness (64-bit for a 64-bit target) and the low bits kept, as nvcc compiles C's cast
   (``int8(1e10)`` is -1, ``uint8(-3.0)`` 0), and so is a float16 value converted to 8 bits
   (TVM writes ``(signed char)(int)h``); other float16, bfloat16 and float8 conversions are
   clamped to the target's range (CUDA's conversion operators).  LLVM leaves an out-of-range
@@ -145,12 +145,23 @@ def _clamp_type(src: str, dst: str) -> str:
     return f"{'u' if dst.startswith('uint') else ''}int{bits}"
 
 
+def _nan_integer(src: str, wide: str) -> int:
+    """What the GPU's conversion of a ``src`` NaN to the integer type ``wide`` gives: only the
+    bit pattern ``1 << (bits - 1)`` from float64 or into 64 bits, else 0 (measured on sm_90)."""
+    bits = tvm.DataType(wide).bits
+    if bits < 64 and not src.startswith("float64"):
+        return 0
+    return -(1 << (bits - 1)) if not wide.startswith("uint") else 1 << (bits - 1)
+
+
 def gpu_float_to_int(value: float, src: str, dst: str) -> int:
     """The integer of type ``dst`` that the GPU makes of the ``src`` value ``value`` (the rule
     of the module doc; ``value`` is already a value of ``src``)."""
-    if value != value:  # NaN
-        return 0
     low, high = int_range(_clamp_type(src, dst))
+    if value != value:  # NaN
+        n = _nan_integer(src, _clamp_type(src, dst))
+        dst_low, dst_high = int_range(dst)
+        return (n - dst_low) % (dst_high - dst_low + 1) + dst_low
     n = high if value >= high + 1 else low if value <= low - 1 else int(value)
     dst_low, dst_high = int_range(dst)
     return (n - dst_low) % (dst_high - dst_low + 1) + dst_low  # the low bits
@@ -188,7 +199,7 @@ def _float_to_int(cast):
         out = tirx.Select(x >= const(float(big + 1), fty), const(big, wide_ty),
                           tirx.Select(x <= const(float(small - 1), fty), const(small, wide_ty),
                                       tirx.Cast(v_ty, x)))
-    out = tirx.Select(tirx.isnan(x), const(0, wide_ty), out)
+    out = tirx.Select(tirx.isnan(x), const(_nan_integer(src, wide_ty), wide_ty), out)
     return out if v_ty == ty else tirx.Cast(ty, out)
 
 

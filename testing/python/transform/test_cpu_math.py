@@ -113,15 +113,20 @@ def _float_to_int(src, dst):
 CONVERSIONS = [("float32", "int32"), ("float32", "int8"), ("float32", "uint8"),
                ("float64", "uint32"), ("float32", "int64"), ("float16", "int8"),
                ("float16", "uint8"), ("float16", "int16"), ("bfloat16", "int8"),
-               ("bfloat16", "uint16"), ("float8_e4m3fn", "uint8"), ("float8_e5m2", "int8")]
+               ("bfloat16", "uint16"), ("float8_e4m3fn", "uint8"), ("float8_e5m2", "int8"),
+               ("float64", "int32"), ("float64", "int64"), ("float32", "uint64"),
+               ("float16", "int64"), ("bfloat16", "uint64")]
 BEYOND = [1e10, -1e10, 300.7, -300.7, float("nan"), float("inf"), -2.9, 2.9]
 
 
 @pytest.mark.parametrize("src, dst, want", [
-    # float32/64: clamped to 32 (64) bits, then the low bits; narrow floats: to the target
+    # float32/64: clamped to 32 (64) bits, then the low bits; narrow floats: to the target;
+    # NaN: 0, but 1 << (bits - 1) from float64 or into 64 bits (what sm_90 gives)
     ("float32", "int32", [2**31 - 1, -2**31, 300, -300, 0, 2**31 - 1, -2, 2]),
     ("float32", "int8", [-1, 0, 44, -44, 0, -1, -2, 2]),
-    ("float64", "uint32", [2**32 - 1, 0, 300, 0, 0, 2**32 - 1, 0, 2]),
+    ("float64", "uint32", [2**32 - 1, 0, 300, 0, 2**31, 2**32 - 1, 0, 2]),
+    ("float64", "int32", [2**31 - 1, -2**31, 300, -300, -2**31, 2**31 - 1, -2, 2]),
+    ("float32", "int64", [10**10, -10**10, 300, -300, -2**63, 2**63 - 1, -2, 2]),
     ("float16", "int8", [-1, 0, 44, -44, 0, -1, -2, 2]),  # TVM's (signed char)(int)h
     ("float16", "int16", [32767, -32768, 300, -300, 0, 32767, -2, 2]),
     ("float8_e4m3fn", "uint8", [255, 0, 255, 0, 0, 255, 0, 3])])
