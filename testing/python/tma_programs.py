@@ -87,3 +87,19 @@ def write_then_stream(stages: int = 2):
             T.copy(F, Y)
 
     return main
+
+
+def recurrence(stages: int = 2):
+    """W's 64-row tile k + 1 = tile k upside down, plus one, for k = 0..6, in place: each
+    iteration reads the tile the one before wrote."""
+
+    @T.prim_func
+    def main(W: T.Tensor((512, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            for k in T.Pipelined(7, num_stages=stages):
+                T.copy(W[k * 64, 0], S)
+                for i, j in T.Parallel(64, 64):
+                    W[(k + 1) * 64 + i, j] = S[63 - i, j] + T.float16(1)
+
+    return main

@@ -84,10 +84,15 @@ def accessed_besides_copies(body: tirx.Stmt) -> frozenset:
 def written_tensors(body: tirx.Stmt) -> frozenset:
     """The handles of the global tensors ``body`` may write: stores to them, the destinations
     each tile operator declares (``TileOp.writes``; every buffer argument of one that declares
-    none), and raw buffers handed to any other call."""
+    none), and raw buffers handed to any other call; a ``T.view`` / ``T.reshape`` is the bytes
+    of its tensor, so a write through either is a write of both."""
+    from ..language.view import view_roots, viewed_buffer
     from ..ops.base import TILE_OPS
 
     found: set = set()
+
+    def on_decl(d):  # a view's declaration reads nothing and writes nothing
+        return tvm_ffi.WalkResult.SKIP if viewed_buffer(d) is not None else None
 
     def mark(bufs) -> None:
         found.update(b.__chandle__() for b in bufs
@@ -112,9 +117,11 @@ def written_tensors(body: tirx.Stmt) -> frozenset:
         mark(hit)
         return tvm_ffi.WalkResult.SKIP
 
-    tvm_ffi.structural_walk(body, [(tirx.BufferStore, on_store), (tvm.ir.Call, on_call)],
-                            order="pre")
-    return frozenset(found)
+    tvm_ffi.structural_walk(body, [(tirx.DeclBuffer, on_decl), (tirx.BufferStore, on_store),
+                                   (tvm.ir.Call, on_call)], order="pre")
+    roots = view_roots(body)
+    hit = {roots.get(h, h) for h in found}
+    return frozenset(hit | {v for v, r in roots.items() if r in hit})
 
 
 def written_params(func: tirx.PrimFunc) -> list[str]:

@@ -92,6 +92,29 @@ def viewed_buffer(decl: tirx.DeclBuffer) -> Any:
     return None
 
 
+def view_roots(body: Any, scopes: tuple = ("global",)) -> dict:
+    """The handle of each ``T.view`` / ``T.reshape`` in ``body`` of a buffer in ``scopes`` ->
+    the handle of the buffer whose bytes it finally is (views of views followed)."""
+    import tvm_ffi
+
+    over: dict = {}
+
+    def on_decl(s):
+        base = viewed_buffer(s)
+        if base is not None and base.scope() in scopes:
+            over[s.buffer.__chandle__()] = base.__chandle__()
+
+    tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
+    out = {}
+    for k in over:
+        root, seen = k, set()
+        while root in over and root not in seen:
+            seen.add(root)
+            root = over[root]
+        out[k] = root
+    return out
+
+
 def views_of_tiles(func_or_body: Any) -> list[tuple[Any, Any]]:
     """(view, tile) for each ``T.view`` / ``T.reshape`` of a shared tile or a fragment in
     ``func_or_body``, in program order."""

@@ -38,6 +38,7 @@ from ..language.loop import PIPELINE_KEYS
 from ..ops import decode
 from ..ops import region as R
 from ..language.pointer import kernel_addressed
+from ..language.view import view_roots
 from ..ops.copy import Copy, TmaPlan, tma_enabled, tma_plan
 from ..ops.gemm import Gemm, WgmmaPlan, decode_plan
 from ..device.thread_group import BarrierIds, ThreadGroup, group_of
@@ -123,6 +124,7 @@ class _Pipeline(StmtMutator):
         self.tiles = {}  # shared tile key -> annotations of its allocation
         self.kernel_addressed = kernel_addressed(func_body)
         self.kernel_written = written_tensors(func_body)
+        self.roots = view_roots(func_body)  # a global view's handle -> its tensor's
         self.rings: dict[int, WarpSpecializedProtocol] = {}  # WS_LOOP id -> its ring
         for a in find_all(func_body, tirx.AllocBuffer):
             self.tiles.setdefault(_key(a.buffer), dict(a.annotations))
@@ -172,10 +174,19 @@ class _Pipeline(StmtMutator):
                               lambda i: _buffers_used(stmts[i]) if i is not None else set(),
                               lambda i: _written_shared(stmts[i]))
         outside = _buffers_used(_without(self.func_body, s))
+        # global tensors the loop writes: a copy of one issued ahead would read it before the
+        # iterations between write it
+        in_loop = {self.roots.get(h, h) for h in written_tensors(s.body)}
         for i in list(sched.producers):
             written = _written_shared(stmts[i])
             earlier = set().union(*[_buffers_used(stmts[j]) for j in range(i)]) if i else set()
-            if not written or written & outside or written & earlier:
+            op = decode(stmts[i])
+            src = _key(R.buffer_of(op.src)) if isinstance(op, Copy) else None
+            if self.roots.get(src, src) in in_loop:
+                log.debug("T.Pipelined loop over %s: %s is not issued ahead (the loop writes "
+                          "%s)", s.loop_var.name, R.describe(op.src), R.buffer_of(op.src).name)
+                sched = sched.without_producer(i)
+            elif not written or written & outside or written & earlier:
                 sched = sched.without_producer(i)
         return sched if sched.producers else None
 

@@ -42,7 +42,8 @@ from ..device.effects import Mechanism, accessed_buffers, effect_of
 from ..device.thread_group import CONSUMER_BODY_ATTR, BarrierIds, ThreadGroup, group_of
 from ..engine.target import is_cpu
 from ..errors import LoweringError
-from ..ir_utils import map_kernels, thread_extent, uses_var
+from ..ir_utils import launch_chain, map_kernels, thread_extent, uses_var
+from ..language.view import view_roots
 from .lower_parallel_loops import PARTITIONED
 from .passes import function_pass, target_of
 from .plan_shared_memory import planned_views
@@ -92,19 +93,23 @@ def _async_reads(kernel) -> dict:
     return out
 
 
-def _handed_globals(kernel) -> frozenset:
-    """The global tensors ``kernel`` both writes (other than atomically) and reads: its threads
-    may hand data to each other through them as through shared tiles, so they are
-    synchronized alike.  A tensor that is only written (an output) needs no barrier."""
-    written, read = set(), set()
+def _handed_globals(kernel, roots: dict) -> frozenset:
+    """The global tensors (by the handle of the tensor a view is of, ``roots``) that
+    ``kernel`` writes and also reads, other than only atomically both: its threads may hand
+    data to each other through them as through shared tiles, so they are synchronized alike.
+    A tensor that is only written (an output), or only updated atomically, needs no barrier."""
+    plain_w, plain_r, atomic = set(), set(), set()
+
+    def root(b):
+        return roots.get(_key(b), _key(b))
 
     def on_load(x):
         if x.source.scope() == "global":
-            read.add(_key(x.source))
+            plain_r.add(root(x.source))
 
     def on_store(s):
         if s.buffer.scope() == "global":
-            written.add(_key(s.buffer))
+            plain_w.add(root(s.buffer))
 
     def on_call(c):
         eff = effect_of(c)
@@ -113,12 +118,12 @@ def _handed_globals(kernel) -> frozenset:
         for acc in eff.accesses:
             for b in accessed_buffers(c, acc):
                 if b.scope() == "global":
-                    (written if acc.write and not eff.atomic else read).add(_key(b))
+                    (atomic if eff.atomic else plain_w if acc.write else plain_r).add(root(b))
         return tvm_ffi.WalkResult.SKIP  # its address arguments are not reads
 
     tvm_ffi.structural_walk(kernel, [(tvm.ir.Call, on_call), (tvm.ir.TensorLoad, on_load),
                                      (tirx.BufferStore, on_store)], order="pre")
-    return frozenset(written & read)
+    return frozenset((plain_w & (plain_r | atomic)) | (atomic & plain_r))
 
 
 def _rw(stmt, aliases: dict | None = None, async_reads: dict | None = None,
@@ -136,7 +141,7 @@ def _rw(stmt, aliases: dict | None = None, async_reads: dict | None = None,
     waited: set = set()
 
     def kept(b) -> bool:
-        return b.scope() in SHARED or _key(b) in handed
+        return b.scope() in SHARED or (aliases or {}).get(_key(b), _key(b)) in handed
 
     def on_load(x):
         if kept(x.source):
@@ -229,6 +234,7 @@ class _Sync:
                  async_reads: dict | None = None, handed: frozenset = frozenset()):
         self.tx = tx
         self.handed = handed  # global tensors synchronized like tiles (``_handed_globals``)
+        self.one_thread = False  # the block is one thread
         self.aliases = aliases  # view key -> key of the tile it is the bytes of
         self.async_reads = async_reads  # mechanism -> tiles its ops read (``_async_reads``)
         self.block = block
@@ -286,7 +292,7 @@ class _Sync:
         r, w, entry = _rw(s, self.aliases, self.async_reads, self.handed)
         if entry:
             st = _State()
-        elif st.conflicts(r, w) and self.group.count > 1:  # one thread: nothing to order
+        elif st.conflicts(r, w) and not self.one_thread:  # one thread: nothing to order
             out = _State()
             out.add(r, w, self.group)
             return tirx.SeqStmt([self.barrier(self.group), s]), out
@@ -382,7 +388,7 @@ class _Sync:
         return st
 
     def _has_shared(self, s) -> bool:
-        r, w, _ = _rw(s, handed=self.handed)
+        r, w, _ = _rw(s, self.aliases, handed=self.handed)
         return bool(r or w)
 
 
@@ -420,8 +426,14 @@ def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
     def one(kernel):  # each T.Kernel synchronizes its own block
         tx, ext = thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
-        body, _ = _Sync(tx, block, planned_views(kernel), _async_reads(kernel),
-                        _handed_globals(kernel)).stmt(kernel, _State())
+        roots = view_roots(kernel)
+        sync = _Sync(tx, block, {**planned_views(kernel), **roots}, _async_reads(kernel),
+                     _handed_globals(kernel, roots))
+        sync.one_thread = all(isinstance(a.value, tirx.IntImm) and int(a.value) == 1
+                              for a in launch_chain(kernel)[0]
+                              if a.attr_key == "thread_extent" and
+                              a.node.thread_tag.startswith("threadIdx"))
+        body, _ = sync.stmt(kernel, _State())
         return body
 
     return func.with_body(map_kernels(func.body, one))

@@ -114,3 +114,16 @@ def test_stream_of_a_tensor_the_block_wrote():
         torch.testing.assert_close(y, (a * 2).float().view(8, 64, 64).sum(0), rtol=1e-2,
                                    atol=1e-2)
     """)
+
+
+def test_pipelined_recurrence_through_global_memory():
+    run("""
+        from tma_programs import recurrence
+        k = tilelang.compile(recurrence(), target="cuda")
+        w = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+        ref = w.clone()
+        for i in range(7):
+            ref[(i + 1) * 64:(i + 2) * 64] = ref[i * 64:(i + 1) * 64].flip(0) + 1
+        k(w)
+        torch.testing.assert_close(w, ref)
+    """)

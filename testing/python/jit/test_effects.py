@@ -28,3 +28,18 @@ def test_accessed_besides_copies():
 
 def test_written_params():
     assert written_params(_program()) == ["B", "D"]
+
+
+def test_a_view_is_its_tensor():
+    @T.prim_func
+    def main(A: T.Tensor((8, 8), "float32"), W: T.Tensor((8, 8), "float32"),
+             Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64):
+            Av = T.reshape(A, (64,))
+            Wv = T.view(W, (64,))
+            for i in T.Parallel(64):
+                Wv[i] = Av[i]               # W written through its view; A only read
+            for i in T.Parallel(64):
+                Y[i] = Av[i]
+
+    assert written_params(main) == ["W", "Y"]

@@ -159,24 +159,28 @@ def test_thread_sync_separates_shared_write_and_read():
     assert write < sync < read
 
 
-def _global_hand_off(read_back: bool, atomic: bool = False):
-    """Each thread writes W[t]; with ``read_back`` the block then reads it back shifted by one
-    (another thread's element); with ``atomic`` it adds into W twice instead."""
+def _global_hand_off(read_back: bool, atomic: bool = False, view: bool = False):
+    """Each thread writes W[t] (through a view of W with ``view``; atomically, scattered, with
+    ``atomic``); with ``read_back`` the block then reads it back at another thread's element,
+    else ``atomic`` adds into W again, or each thread overwrites its own."""
 
     @T.prim_func
     def main(A: T.Tensor((128,), "float32"), W: T.Tensor((128,), "float32"),
              Y: T.Tensor((128,), "float32")):
         with T.Kernel(1, threads=128) as _:
+            Wv = T.reshape(W, (2, 64))
             for i in T.Parallel(128):
                 if atomic:
-                    T.atomic_add(W[i], A[i])
+                    T.atomic_add(W[i * 7 % 128], A[i])
+                elif view:
+                    Wv[i // 64, i % 64] = A[i] * 2.0
                 else:
                     W[i] = A[i] * 2.0
             for i in T.Parallel(128):
-                if atomic:
-                    T.atomic_add(W[i], A[i])
-                elif read_back:
+                if read_back:
                     Y[i] = W[(i + 1) % 128]
+                elif atomic:
+                    T.atomic_add(W[i], A[i])
                 else:
                     W[i] = A[i]
 
@@ -187,12 +191,28 @@ def test_thread_sync_orders_a_global_tensor_the_block_writes_and_reads():
     # a thread reads what its neighbour wrote: a race without a barrier between the loops
     passes = (LayoutInference, LowerTileOps, LowerParallelLoops, PlanSharedMemory,
               InjectThreadSync)
-    text = through(_global_hand_off(True), *passes).script()
-    write = text.index("W[")
-    assert write < text.index("T.device_barrier(0, 128)", write) < text.index("Y[", write)
+    for prog in (_global_hand_off(True), _global_hand_off(True, view=True),
+                 _global_hand_off(True, atomic=True)):
+        text = through(prog, *passes).script()
+        write = text.index("A[")  # the first loop's
+        assert write < text.index("T.device_barrier(0, 128)", write) < text.index("Y[", write)
     # only written (an output), or only added into atomically: nothing to order
     for prog in (_global_hand_off(False), _global_hand_off(False, atomic=True)):
         assert "device_barrier" not in through(prog, *passes).script()
+
+
+def test_thread_sync_counts_every_thread_dimension():
+    # threads=(1, 64): one thread along x, yet 64 threads hand S over to each other
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=(1, 64)) as _:
+            S = T.alloc_shared((64,), "float32")
+            ty = T.get_thread_binding(1)
+            S[ty] = A[ty]
+            B[ty] = S[63 - ty]
+
+    src = tilelang.compile(main, target="cuda -arch=sm_90a").get_kernel_source()
+    assert src.index("__syncthreads()") < src.index("B_ptr[")
 
 
 def test_rasterization_remaps_block_indices():

@@ -17,7 +17,7 @@ from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import example as example_module, matmul  # noqa: E402
-from tma_programs import stacked_slices_sum, write_then_stream  # noqa: E402
+from tma_programs import recurrence, stacked_slices_sum, write_then_stream  # noqa: E402
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -339,6 +339,15 @@ def test_loop_streaming_a_tensor_the_kernel_writes_is_not_specialized(caplog):
     text = f.script()
     assert text.index("W[") < text.index("T.device_barrier(0, 128)") < \
         text.index("device_cp_async")
+
+
+def test_copy_of_a_tensor_the_loop_writes_is_not_issued_ahead(caplog):
+    # iteration k writes the tile iteration k + 1 reads: a copy issued ahead would read it
+    # before the write
+    caplog.set_level(logging.DEBUG, logger="tilelang")
+    f = lowered(recurrence())
+    assert not dev_calls(f.body, "tma_load") and not dev_calls(f.body, "cp_async")
+    assert "is not issued ahead (the loop writes W)" in caplog.text
 
 
 def barrier_then_stream(barrier):
