@@ -103,3 +103,25 @@ def recurrence(stages: int = 2):
                     W[(k + 1) * 64 + i, j] = S[63 - i, j] + T.float16(1)
 
     return main
+
+
+def in_place_double(by_tile: bool):
+    """X *= 2 tile by tile, in place: each iteration writes back only the tile it read."""
+
+    @T.prim_func
+    def main(X: T.Tensor((512, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float16")
+            for k in T.Pipelined(8, num_stages=2):
+                T.copy(X[k * 64, 0], S)
+                if by_tile:
+                    T.copy(S, F)
+                    for i, j in T.Parallel(64, 64):
+                        F[i, j] = F[i, j] * T.float16(2)
+                    T.copy(F, X[k * 64, 0])
+                else:
+                    for i, j in T.Parallel(64, 64):
+                        X[k * 64 + i, j] = S[i, j] * T.float16(2)
+
+    return main

@@ -28,6 +28,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
+from tvm.sym import Analyzer
 
 import logging
 
@@ -182,7 +183,7 @@ class _Pipeline(StmtMutator):
             earlier = set().union(*[_buffers_used(stmts[j]) for j in range(i)]) if i else set()
             op = decode(stmts[i])
             src = _key(R.buffer_of(op.src)) if isinstance(op, Copy) else None
-            if self.roots.get(src, src) in in_loop:
+            if self.roots.get(src, src) in in_loop and not _writes_own_tile(s, op, self.roots):
                 log.debug("T.Pipelined loop over %s: %s is not issued ahead (the loop writes "
                           "%s)", s.loop_var.name, R.describe(op.src), R.buffer_of(op.src).name)
                 sched = sched.without_producer(i)
@@ -417,6 +418,63 @@ def _without(root, loop):
             return self.generic(s)
 
     return _Drop()(root)
+
+
+def _writes_own_tile(loop: tirx.For, op: Copy, roots: dict) -> bool:
+    """Whether every write the body of ``loop`` makes to the tensor that ``op`` copies from
+    lands in the tile ``op`` reads in the same iteration, and the tiles of distinct iterations
+    are disjoint (an in-place update, tile by tile): then a copy issued ahead reads a tile no
+    earlier iteration wrote.  Errs towards ``False``."""
+    src = R.buffer_of(op.src)
+    root = roots.get(_key(src), _key(src))
+    mins, exts = R.mins(op.src), R.extents(op.src)
+    k = loop.loop_var
+    az = Analyzer()
+    az.bind(k, Range.from_min_extent(loop.min, loop.extent))
+    steps = [az.simplify(substitute(m, {k: k + 1}) - m) for m in mins]
+    if not any(isinstance(d, tirx.IntImm) and isinstance(e, tirx.IntImm) and
+               abs(int(d)) >= int(e) for d, e in zip(steps, exts)):
+        return False  # the tiles of two iterations may overlap
+
+    def same_tile(region) -> bool:
+        return R.buffer_of(region).same_as(src) and all(
+            az.can_prove(a == b) for a, b in zip(R.mins(region) + R.extents(region),
+                                                  mins + exts))
+
+    def inside(store, ranges) -> bool:
+        sub = Analyzer()
+        for v, r in ranges + [(k, Range.from_min_extent(loop.min, loop.extent))]:
+            sub.bind(v, r, allow_override=True)
+        return store.buffer.same_as(src) and all(
+            sub.can_prove(x >= m) and sub.can_prove(x < m + e)
+            for x, m, e in zip(store.indices, mins, exts))
+
+    def ours(node) -> bool:  # whether ``node`` refers to the tensor or a view of it
+        return any(roots.get(h, h) == root for h in _buffers_used(node))
+
+    def ok(stmt, ranges) -> bool:
+        if isinstance(stmt, tirx.SeqStmt):
+            return all(ok(x, ranges) for x in stmt.seq)
+        if isinstance(stmt, tirx.For):
+            return ok(stmt.body, ranges + [(stmt.loop_var,
+                                            Range.from_min_extent(stmt.min, stmt.extent))])
+        if isinstance(stmt, tirx.IfThenElse):
+            return ok(stmt.then_case, ranges) and (stmt.else_case is None or
+                                                   ok(stmt.else_case, ranges))
+        if isinstance(stmt, tirx.AttrStmt):
+            return ok(stmt.body, ranges)
+        if isinstance(stmt, tirx.BufferStore):
+            return roots.get(_key(stmt.buffer), _key(stmt.buffer)) != root or \
+                inside(stmt, ranges)
+        if isinstance(stmt, tirx.Evaluate):
+            tile = decode(stmt)
+            if tile is None or tile.writes is None:
+                return not ours(stmt)
+            return all(not ours(v) or (R.is_region(v) and same_tile(v))
+                       for v in (getattr(tile, f) for f in tile.writes))
+        return isinstance(stmt, (tirx.AllocBuffer, tirx.DeclBuffer))
+
+    return ok(loop.body, [])
 
 
 def _written_shared_buffers(stmt) -> list:

@@ -127,3 +127,15 @@ def test_pipelined_recurrence_through_global_memory():
         k(w)
         torch.testing.assert_close(w, ref)
     """)
+
+
+@pytest.mark.parametrize("by_tile", [True, False])
+def test_in_place_update_tile_by_tile(by_tile):
+    run(f"""
+        from tma_programs import in_place_double
+        k = tilelang.compile(in_place_double({by_tile}), target="cuda")
+        x = torch.randn(512, 64, device="cuda", dtype=torch.float16)
+        ref = x * 2
+        k(x)
+        torch.testing.assert_close(x, ref)
+    """)

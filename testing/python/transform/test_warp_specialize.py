@@ -7,6 +7,7 @@ import os
 import sys
 
 import pytest
+import torch
 import tvm
 from tvm import tirx
 
@@ -17,7 +18,8 @@ from tilelang.ir_utils import find_all
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from programs import example as example_module, matmul  # noqa: E402
-from tma_programs import recurrence, stacked_slices_sum, write_then_stream  # noqa: E402
+from tma_programs import (in_place_double, recurrence, stacked_slices_sum,  # noqa: E402
+                          write_then_stream)
 
 SM90 = "cuda -arch=sm_90a"
 
@@ -348,6 +350,16 @@ def test_copy_of_a_tensor_the_loop_writes_is_not_issued_ahead(caplog):
     f = lowered(recurrence())
     assert not dev_calls(f.body, "tma_load") and not dev_calls(f.body, "cp_async")
     assert "is not issued ahead (the loop writes W)" in caplog.text
+
+
+@pytest.mark.parametrize("by_tile", [True, False])
+def test_in_place_update_of_the_tile_read_is_still_issued_ahead(by_tile):
+    f = lowered(in_place_double(by_tile))
+    assert dev_calls(f.body, "cp_async") and not dev_calls(f.body, "tma_load")
+    x = torch.randn(512, 64).half()
+    ref = x * 2
+    tilelang.compile(in_place_double(by_tile), target="cpu")(x)
+    assert torch.equal(x, ref)
 
 
 def barrier_then_stream(barrier):
