@@ -122,6 +122,7 @@ def CheckReducerEpochs():  # noqa: N802  (a pass factory, named like the others)
 
     def run(func):
         _ops.check_epochs(func.body)
+        _ops.check_accumulations(func.body)
         return func
 
     return function_pass("tl.CheckReducerEpochs")(run)()

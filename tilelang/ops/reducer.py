@@ -390,3 +390,89 @@ def check_epochs(body: tirx.Stmt) -> None:
         raise LoweringError(f"reducer {b.name} is never finalized: its T.reducer_init epoch "
                             "needs a T.finalize_reducer(acc, dst)")
 
+
+def check_accumulations(body: tirx.Stmt) -> None:
+    """Raise ``LoweringError`` where the older reducer form (no ``T.reducer_init``) of a sum or
+    bitxor reducer would count a contribution once per thread on CUDA: a store to it outside
+    any ``T.Parallel`` loop (every thread runs it), a ``T.copy`` into it (every copy holds the
+    values), or an update after ``T.finalize_reducer`` without a ``T.clear`` first (every copy
+    holds the combined result).  Max, min, bitand and bitor do not change when a contribution
+    is repeated."""
+    from ..errors import source_location
+    from .copy import Copy
+    from .fill import Fill
+
+    counted: dict = {}  # handle -> buffer of the sum/bitxor reducers without T.reducer_init
+
+    def on_alloc(a):
+        if a.annotations.get(REDUCER) in ("sum", "bitxor"):
+            counted[a.buffer.__chandle__()] = a.buffer
+
+    tvm_ffi.structural_walk(body, (tirx.AllocBuffer, on_alloc))
+    for init in find_ops(body, ReducerInit):
+        counted.pop(R.buffer_of(init.reducer).__chandle__(), None)
+    if not counted:
+        return
+
+    def fail(why: str, span) -> None:
+        where = source_location(span)
+        raise LoweringError(why + (f"\n  {where}" if where else ""))
+
+    def visit(s, final: set, parallel: bool) -> set:
+        """The reducers holding a combined result after ``s``, from ``final`` before it."""
+        if isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                final = visit(x, final, parallel)
+            return final
+        if isinstance(s, tirx.For):
+            inner = parallel or s.kind == tirx.ForKind.PARALLEL
+            once = visit(s.body, set(final), inner)
+            return visit(s.body, final | once, inner)  # the next iteration starts from it
+        if isinstance(s, tirx.IfThenElse):
+            out = visit(s.then_case, set(final), parallel)
+            return out | (visit(s.else_case, set(final), parallel)
+                          if s.else_case is not None else final)
+        if isinstance(s, tirx.AttrStmt):
+            return visit(s.body, final, parallel)
+        if isinstance(s, tirx.BufferStore) and s.buffer.__chandle__() in counted:
+            b = s.buffer
+            if not parallel:
+                fail(f"store to reducer {b.name} outside any T.Parallel loop: every thread "
+                     "runs it and T.finalize_reducer would count it once per thread; put it "
+                     "in a T.Parallel loop", s.span)
+            if b.__chandle__() in final:
+                fail(f"reducer {b.name} is updated after T.finalize_reducer, which left the "
+                     "combined result in every thread's copy: the next finalize would count "
+                     "it once per thread; T.clear it first, or use T.reducer_init epochs",
+                     s.span)
+            return final
+        if isinstance(s, tirx.Evaluate):
+            op = decode(s)
+            if isinstance(op, (Copy, Fill)) and R.is_region(op.dst) and \
+                    R.buffer_of(op.dst).__chandle__() in counted:
+                h = R.buffer_of(op.dst).__chandle__()
+                if isinstance(op, Copy):
+                    fail(f"T.copy into reducer {counted[h].name}: every thread's copy would "
+                         "hold the values and T.finalize_reducer would count them once per "
+                         "thread; start it with T.clear or T.reducer_init(acc, value)",
+                         op.span)
+                return final - {h}
+            if isinstance(op, FinalizeReducer):
+                return final | {R.buffer_of(op.reducer).__chandle__()}
+        return final
+
+    visit(body, set(), False)
+
+
+def find_ops(body: tirx.Stmt, cls) -> list:
+    """The tile ops of class ``cls`` in ``body``, in program order."""
+    found: list = []
+
+    def on_eval(s):
+        op = decode(s)
+        if isinstance(op, cls):
+            found.append(op)
+
+    tvm_ffi.structural_walk(body, (tirx.Evaluate, on_eval))
+    return found
+

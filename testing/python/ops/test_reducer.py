@@ -380,3 +380,40 @@ def test_epoch_rows_gpu(op):
         else torch.randn(16, 64)
     b = tilelang.compile(epoch_rows(16, 64, op, dtype), out_idx=[1], target="cuda")(a.cuda())
     torch.testing.assert_close(b.cpu(), EPOCH_REF[op](a), atol=1e-4, rtol=1e-4)
+
+
+def _counted_once_per_thread(case, op="sum"):
+    """Older-form reducer programs CUDA would count once per thread (128 copies)."""
+
+    @T.prim_func
+    def main(a: T.Tensor((16, 8), "float32"), o: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            r = T.alloc_reducer((16,), "float32", op=op)
+            if case == "copy":
+                T.copy(a[:, 0], r)
+            else:
+                T.clear(r)
+            for k in T.serial(2):
+                if case == "serial":
+                    r[k] += a[k, 0]
+                else:
+                    for i, j in T.Parallel(16, 8):
+                        r[i] += a[i, j]
+                    if case == "again":
+                        T.finalize_reducer(r)
+            if case != "again":
+                T.finalize_reducer(r)
+            T.copy(r, o)
+
+    return main
+
+
+@pytest.mark.parametrize("case, message", [
+    ("serial", r"store to reducer r outside any T.Parallel loop"),
+    ("again", r"reducer r is updated after T.finalize_reducer"),
+    ("copy", r"T.copy into reducer r: every thread's copy would hold the values")])
+def test_older_form_counted_once_per_thread_is_an_error(case, message):
+    with pytest.raises(LoweringError, match=r"(?s)" + message + r".*test_reducer.py:\d+"):
+        tilelang.compile(_counted_once_per_thread(case), target="cpu")
+    # max keeps its value when a contribution repeats: nothing to refuse
+    tilelang.compile(_counted_once_per_thread(case, op="max"), target="cpu")
