@@ -33,6 +33,7 @@ from tvm.script.parser.core.evaluator import ExprEvaluator
 
 from ..errors import DSLError, DSLTypeError, source_location
 from ..ops.atomic import check_eager_results, eager_results
+from .conditions import truthy_conditions
 from .loop import check_parallel_jumps, clear_pending, mark_parallel_loops, python_steps
 
 
@@ -80,8 +81,8 @@ setattr(prim_func, "dispatch_token", "tirx")
 
 def after_parse(f: PrimFunc) -> PrimFunc:
     """The tile language's rewrites of a function TVMScript parsed: multi-dimensional
-    ``T.Parallel`` and ``T.Persistent`` loops, negative steps."""
-    return python_steps(mark_parallel_loops(f))
+    ``T.Parallel`` and ``T.Persistent`` loops, negative steps, conditions on numbers."""
+    return truthy_conditions(python_steps(mark_parallel_loops(f)))
 
 
 def check_parsed(f: PrimFunc, bindings) -> None:
