@@ -5,7 +5,8 @@ compiles the same program gets the library back without lowering or invoking a c
 The key hashes the program's TVMScript text (self-describing: layouts are printed in full, see
 ``tilelang.layout.codec``), the target, the pass configs, ``out_idx``, the TVM version and a
 digest of tilelang itself (the paths, sizes and modification times of its Python sources and
-device headers), so a changed compiler never serves a kernel that an older one built.  ``tilelang.disable_cache()`` or
+device headers), so a changed compiler never serves a kernel that an older one built; for the
+CPU, also the user's source lines, which its bounds errors name.  ``tilelang.disable_cache()`` or
 ``TILELANG_DISABLE_CACHE=1`` turns it off.
 
 A cache never fails a compile.  An entry records its library's size and sha256; one that does
@@ -133,10 +134,36 @@ def key_of(func, target, out_idx, configs: dict) -> str:
     h = hashlib.sha256()
     for part in (func.script(), str(target), json.dumps(out_idx),
                  json.dumps({k: str(v) for k, v in sorted(configs.items())}), __version__,
-                 tvm.__version__, compiler_digest()):
+                 tvm.__version__, compiler_digest(), _source_lines(func, target)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:32]
+
+
+def _source_lines(func, target) -> str:
+    """The user's source lines a CPU library names in its run-time errors (bounds checks:
+    ``at FILE:LINE``), so that the same program written elsewhere gets its own entry; ``""``
+    for other targets."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    from ..engine.target import is_cpu
+
+    if not is_cpu(target):
+        return ""
+    found: set = set()
+
+    def on_node(n):
+        span = getattr(n, "span", None)
+        spans = getattr(span, "spans", None) or [span]
+        for sp in spans:
+            name = getattr(getattr(sp, "source_name", None), "name", None)
+            if name:
+                found.add(f"{name}:{getattr(sp, 'line', 0)}")
+
+    tvm_ffi.structural_walk(func.body, ((tirx.Stmt, tvm.ir.Call), on_node))
+    return json.dumps(sorted(found))
 
 
 LIBRARY = "kernel.so"

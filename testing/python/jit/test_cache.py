@@ -206,18 +206,17 @@ def pristine_entry(tmp_path_factory):
     (entry,) = (root / "cache" / "kernels").iterdir()
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["library"]["size"] == (entry / "kernel.so").stat().st_size
-    return entry
+    return entry, root / "prog.py"  # the same program at the same lines: the same key
 
 
 @pytest.mark.parametrize("damage", [_truncate, _flip, _empty_list_meta])
 def test_damaged_entry_is_deleted_and_rebuilt(tmp_path, pristine_entry, damage):
     """A half library gave SIGBUS, flipped bytes SIGSEGV, ``[]`` an AttributeError; now the
     next process warns, deletes the entry, recompiles (and stores a good entry again)."""
-    entry = tmp_path / "cache" / "kernels" / pristine_entry.name
-    shutil.copytree(pristine_entry, entry)
+    stored, script = pristine_entry
+    entry = tmp_path / "cache" / "kernels" / stored.name
+    shutil.copytree(stored, entry)
     damage(entry / "kernel.so", entry / "meta.json")
-    script = tmp_path / "prog.py"
-    script.write_text(PROGRAM)
     env = {**os.environ, "TILELANG_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -347,3 +346,30 @@ def test_compiler_digest_follows_edits_without_reading_sources(tmp_path, monkeyp
     with monkeypatch.context() as m:
         m.setattr(builtins, "open", refuse)
         assert len(cache.compiler_digest()) == 64
+
+
+def test_the_same_program_elsewhere_names_its_own_line(tmp_path, monkeypatch):
+    # a CPU library names the user's line in its bounds errors: the entry of the same kernel
+    # written in another file (or at another line) must not be served
+    import importlib.util
+
+    from tilelang.errors import OutOfBoundsError
+
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = textwrap.dedent("""
+        import tilelang.language as T
+
+        @T.prim_func
+        def f(n: T.int32, O: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=1) as bx:
+                O[n] = 1
+    """)
+    for name, pad in (("first", 0), ("second", 3)):
+        path = tmp_path / f"{name}.py"
+        path.write_text("\n" * pad + kernel)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        k = tilelang.compile(mod.f, out_idx=[1], target="cpu")
+        with pytest.raises(OutOfBoundsError, match=rf"at {path}:{7 + pad}: O\[n\] = 1"):
+            k(100)
