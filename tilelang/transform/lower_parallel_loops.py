@@ -82,17 +82,20 @@ class _Kernel(StmtMutator):
 
     def visit_DeclBuffer(self, s):
         """A view of a fragment (``T.reshape``, or ``T.view`` keeping the element size) is
-        the fragment's registers, laid out by its layout reshaped; the declaration goes."""
+        the fragment's registers, laid out by its layout reshaped; the declaration goes, or
+        with another dtype becomes one of the registers as that type."""
         base = viewed_buffer(s)
         if base is None or key(base) not in self.frags:
             return s
         _, lay, local = self.frags[key(base)]
         v = s.buffer
-        if v.dtype != local.dtype:
-            local = tirx.decl_buffer(local.shape, v.dtype, v.name, data=local.data,
-                                     scope="local")
+        decl = None
+        if v.dtype != local.dtype:  # the same registers read as another type: declared
+            regs = local
+            local = tirx.decl_buffer(regs.shape, v.dtype, v.name, scope="local")
+            decl = tirx.DeclBuffer(local, data=regs.data)
         self.frags[key(v)] = (v, reshaped_layout(lay, base, v), local)
-        return None
+        return decl
 
     # loops --------------------------------------------------------------------------------
     def visit_For(self, s):

@@ -136,6 +136,25 @@ def test_the_view_uses_the_fragments_registers():
     assert "x[r % 8] = x[r % 8] * T.float32(2.0)" in text
 
 
+def test_view_as_another_type_of_the_same_size_is_the_same_registers():
+    # (was: a TVM internal check, "Buffer V is used before its definition")
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            F = T.alloc_fragment((16, 16), "float32")
+            T.copy(A, F)
+            V = T.view(F, dtype="int32")
+            for i, j in T.Parallel(16, 16):
+                V[i, j] = V[i, j] ^ 1
+            T.copy(F, B)
+
+    src = tilelang.compile(main, target=SM90).get_kernel_source()
+    assert "((int*)F_ptr)[0] = (((int*)F_ptr)[0] ^ 1);" in src
+    a = torch.randn(16, 16)
+    out = tilelang.compile(main, out_idx=[1], target="cpu")(a)
+    assert torch.equal(out, (a.view(torch.int32) ^ 1).view(torch.float32))
+
+
 def test_view_changing_the_element_size_is_refused():
     @T.prim_func
     def main(X: T.Tensor((16, 64), T.float32), Y: T.Tensor((16, 128), T.float16)):
