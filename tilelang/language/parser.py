@@ -81,8 +81,30 @@ setattr(prim_func, "dispatch_token", "tirx")
 
 def after_parse(f: PrimFunc) -> PrimFunc:
     """The tile language's rewrites of a function TVMScript parsed: multi-dimensional
-    ``T.Parallel`` and ``T.Persistent`` loops, negative steps, conditions on numbers."""
-    return truthy_conditions(python_steps(mark_parallel_loops(f)))
+    ``T.Parallel`` and ``T.Persistent`` loops, negative steps, conditions on numbers,
+    bfloat16 scalar parameters."""
+    return bfloat16_scalars(truthy_conditions(python_steps(mark_parallel_loops(f))))
+
+
+def bfloat16_scalars(f: PrimFunc) -> PrimFunc:
+    """A bfloat16 scalar parameter is passed as a float32 one (TVM's calling convention has
+    no bfloat16 scalar) and rounded to bfloat16 where the body reads it."""
+    from tvm import tirx
+    from tvm.tirx.buffer import is_buffer_var
+
+    from ..ir_utils import substitute
+
+    vmap, params = {}, []
+    for p in f.params:
+        if not is_buffer_var(p) and str(getattr(p.ty, "dtype", "")) == "bfloat16":
+            wide = tirx.Var(p.name, "float32")
+            vmap[p] = tirx.Cast("bfloat16", wide)
+            params.append(wide)
+        else:
+            params.append(p)
+    if not vmap:
+        return f
+    return tirx.PrimFunc(params, substitute(f.body, vmap), f.ret_type, f.attrs)
 
 
 def check_parsed(f: PrimFunc, bindings) -> None:

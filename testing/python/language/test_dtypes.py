@@ -185,3 +185,19 @@ def test_isnan_isinf_isfinite_of_narrow_floats(dt):
     assert got == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]]
     if shutil.which("nvcc"):
         assert ".entry" in tilelang.compile(f, target="cuda -arch=sm_90a").get_ptx()
+
+
+def test_a_bfloat16_scalar_parameter_is_rounded_to_bfloat16():
+    # (was: a TVM internal check on the CPU and CUDA; TVM's calling convention has none)
+    import torch
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "bfloat16"), s: T.bfloat16, B: T.Tensor((4,), "bfloat16")):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(4):
+                B[i] = A[i] * s
+
+    a = torch.ones(4, dtype=torch.bfloat16)
+    out = tilelang.compile(main, out_idx=[2], target="cpu")(a, 1.00390625 + 2 ** -12)
+    assert out.tolist() == [1.0078125] * 4  # s rounded to bfloat16 (nearest even), not 1.0039
+    tilelang.compile(main, target="cuda -arch=sm_90a")
