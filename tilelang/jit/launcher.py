@@ -180,9 +180,10 @@ def make_launcher(binder: ArgumentBinder,
     ret = "None" if not outs else outs[0] if len(outs) == 1 else f"({', '.join(outs)},)"
     lines.append(f"{body}return {ret}")
     lines.append("    return checked(fn, args)")
-    if not binder.direct or binder.scalar_sized_outputs:
-        # packed sub-byte tensors are passed as views, and outputs sized by a scalar's value
-        # need it evaluated: always the binder
+    empty_out = any(static and 0 in shape for (_d, shape, static, _e) in binder._outputs)
+    if not binder.direct or binder.scalar_sized_outputs or empty_out:
+        # packed sub-byte tensors are passed as views, outputs sized by a scalar's value
+        # need it evaluated, and an empty output needs its strides set: always the binder
         lines = ["def launch(fn, args):", "    return checked(fn, args)"]
 
     def checked(fn: Callable, args: tuple) -> Any:

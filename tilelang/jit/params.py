@@ -316,6 +316,8 @@ class ArgumentBinder:
             outs[j] = torch.empty(p.storage_shape(shape), dtype=p.torch_dtype, device=device)
             passed[j] = outs[j] if p.pack == 1 else \
                 logical_view(outs[j], p.dtype, shape, _row_major(shape))
+            if p.pack == 1 and outs[j].numel() == 0:  # row-major strides, as for an input
+                passed[j] = outs[j].as_strided(outs[j].shape, _row_major(list(shape)))
         for pos, j in self._insert:
             full.insert(pos, passed[j])
         return full, outs, was_numpy

@@ -55,3 +55,26 @@ def test_output_size_expressions_on_the_gpu():
         pytest.skip("needs a CUDA GPU")
     a = torch.arange(37, dtype=torch.float32, device="cuda")
     torch.testing.assert_close(_repeat(a), a.repeat(3)[:75] + 1.0)
+
+
+def test_an_empty_output_along_its_last_dim_is_returned():
+    # torch gives a (6, 0) tensor strides (1, 1), which TVM refused as not compact
+    m, n = T.dynamic("m, n")
+
+    @T.prim_func
+    def dynamic(A: T.Tensor((m, n), "float32"), B: T.Tensor((m, n), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            for i, j in T.grid(m, n):
+                B[i, j] = A[i, j] * 2.0
+
+    @T.prim_func
+    def static(A: T.Tensor((4,), "float32"), B: T.Tensor((4, 0), "float32")):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.serial(4):
+                A[i] = 1.0
+
+    k = tilelang.compile(dynamic, out_idx=[1], target="cpu")
+    assert k(torch.zeros(6, 0)).shape == (6, 0) and k(torch.zeros(0, 8)).shape == (0, 8)
+    k = tilelang.compile(static, out_idx=[1], target="cpu")
+    for _ in range(2):  # the first call and the launcher's later ones
+        assert k(torch.zeros(4)).shape == (4, 0)
