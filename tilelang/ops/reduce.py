@@ -109,6 +109,10 @@ def _reduce(kind: str, src: Any, dst: Any, dim: int, clear: bool, nan_propagate:
             f"{R.fmt_shape(ss)} ({nd} dims)"
         )
     dim = dim % nd
+    for role, r in (("source", s), ("destination", d)):
+        if str(R.buffer_of(r).dtype) == "bool":
+            raise TileOpError(f"{opname}: the {role} {R.describe(r)} is bool, which has no "
+                              f"{kind}; reduce an int8 or int32 copy of it (T.copy converts)")
     kept = [e for k, e in enumerate(ss) if k != dim]
     with_unit = [e if k != dim else 1 for k, e in enumerate(ss)]
     if not (R.same_shape(R.squeeze(kept), R.squeeze(ds)) and

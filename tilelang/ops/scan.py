@@ -55,6 +55,10 @@ def _scan(cls, opname: str, src: Any, dst: Any, dim: int, reverse: bool,
             f"{opname}: dim={dim} is out of range for source {R.describe(s)} of shape "
             f"{R.fmt_shape(ss)}"
         )
+    for role, r in (("source", s), ("destination", d)):
+        if str(R.buffer_of(r).dtype) == "bool":
+            raise TileOpError(f"{opname}: the {role} {R.describe(r)} is bool; scan an int8 "
+                              "or int32 copy of it (T.copy converts)")
     if not R.same_shape(ss, ds):
         raise TileOpError(
             f"{opname}: source {R.describe(s)} {R.fmt_shape(ss)} and destination "

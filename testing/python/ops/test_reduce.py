@@ -6,6 +6,7 @@ import torch
 import tilelang
 import tilelang.language as T  # noqa: F401
 from programs import reduce_kernel
+from tilelang.errors import DSLError
 
 KINDS = {
     "max": lambda x, d: x.amax(d),
@@ -117,3 +118,20 @@ def test_reduce_max_min_low_precision_gpu(dtype, kind, clear):
     x, init = low_precision_inputs(dtype)
     y = k(x.cuda(), init.cuda()).cpu().float()
     assert torch.equal(y, low_precision_ref(kind, clear, x, init))
+
+
+@pytest.mark.parametrize("op", ["reduce_max", "reduce_min", "reduce_sum", "cumsum"])
+def test_a_bool_tile_is_refused_naming_the_op(op):
+    # (was: "Cannot decide min_value for type bool", a TVM check, on the CPU and CUDA)
+    with pytest.raises(DSLError, match=rf"T.{op}: the source S is bool"):
+        @T.prim_func
+        def main(A: T.Tensor((4, 64), "bool"), B: T.Tensor((4,), "bool")):
+            with T.Kernel(1, threads=128) as _:
+                S = T.alloc_shared((4, 64), "bool")
+                D = T.alloc_fragment((4,), "bool")
+                T.copy(A, S)
+                if op == "cumsum":
+                    T.cumsum(S, dim=1)
+                else:
+                    getattr(T, op)(S, D, dim=1)
+                T.copy(D, B)
