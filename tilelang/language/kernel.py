@@ -18,7 +18,7 @@ from tvm import tirx
 from tvm.script import tirx as _T
 from tvm.script.ir_builder import IRBuilder
 
-from ..errors import DSLError
+from ..errors import DSLError, DSLTypeError
 from .extent import positive_extent
 
 _BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
@@ -57,6 +57,10 @@ class Kernel:
                            f"got {threads}")
         threads = [positive_extent(t, "T.Kernel", "threads" if len(threads) == 1
                                    else f"threads[{d}]") for d, t in enumerate(threads)]
+        for t in threads:
+            if not isinstance(t, (int, tirx.IntImm)):
+                raise DSLTypeError(f"T.Kernel: threads must be constant ints (a block's size "
+                                   f"is fixed when the kernel is compiled), got {t}")
         self.threads = threads
         self.prelude = prelude
         self.cluster = _cluster_shape(cluster_dims, self.grid)

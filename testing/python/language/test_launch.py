@@ -71,3 +71,15 @@ def test_dependent_kernels_on_the_gpu():
     b, c = kernel(a)
     torch.testing.assert_close(b, a + 1)
     torch.testing.assert_close(c, (a + 1).flip(0) * 2)
+
+
+def test_a_symbolic_thread_count_is_refused():
+    # (was: a TypeError from inside layout inference)
+    from tilelang.errors import DSLTypeError
+
+    n = T.dynamic("n")
+    with pytest.raises(DSLTypeError, match=r"T.Kernel: threads must be constant ints.*got n"):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=n) as _:
+                A[0] = 1.0
