@@ -94,15 +94,22 @@ def viewed_buffer(decl: tirx.DeclBuffer) -> Any:
 
 def view_roots(body: Any, scopes: tuple = ("global",)) -> dict:
     """The handle of each ``T.view`` / ``T.reshape`` in ``body`` of a buffer in ``scopes`` ->
-    the handle of the buffer whose bytes it finally is (views of views followed)."""
+    the handle of the buffer whose bytes it finally is (views of views followed); tensors
+    declared over the same address variable (two ``T.make_tensor`` of one ``T.ptr``) are
+    views of the first."""
     import tvm_ffi
 
     over: dict = {}
+    first: dict = {}  # address variable -> the first tensor declared over it
 
     def on_decl(s):
         base = viewed_buffer(s)
         if base is not None and base.scope() in scopes:
             over[s.buffer.__chandle__()] = base.__chandle__()
+        elif isinstance(s.data, tvm.ir.Var) and s.buffer.scope() in scopes:
+            k = first.setdefault(s.data.__chandle__(), s.buffer.__chandle__())
+            if k != s.buffer.__chandle__():
+                over[s.buffer.__chandle__()] = k
 
     tvm_ffi.structural_walk(body, (tirx.DeclBuffer, on_decl))
     out = {}

@@ -201,6 +201,21 @@ def test_thread_sync_orders_a_global_tensor_the_block_writes_and_reads():
         assert "device_barrier" not in through(prog, *passes).script()
 
 
+def test_thread_sync_sees_two_tensors_over_one_pointer_as_one():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), p: T.ptr, Y: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            W1 = T.make_tensor(p, (128,), "float32")
+            W2 = T.make_tensor(p, (128,), "float32")
+            for i in T.Parallel(128):
+                W1[i] = A[i] * 2.0
+            for i in T.Parallel(128):
+                Y[i] = W2[(i + 1) % 128]
+
+    src = tilelang.compile(main, target="cuda -arch=sm_80").get_kernel_source()
+    assert src.index("__syncthreads()") < src.index("Y_ptr[")
+
+
 def test_thread_sync_counts_every_thread_dimension():
     # threads=(1, 64): one thread along x, yet 64 threads hand S over to each other
     @T.prim_func
