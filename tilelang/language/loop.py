@@ -234,7 +234,8 @@ def python_steps(func: tirx.PrimFunc) -> tirx.PrimFunc:
     visits 7, 6, ..., 0.  TVM's loop runs while ``i < min + extent``, so such a loop (extent
     ``stop - start`` below zero) ran no iteration; it becomes a loop over its trip count
     ``max(0, ceil((start - stop) / -step))`` with the index ``start + k * step``.  A step of 0
-    raises :class:`DSLError` (as ``range`` does), where the loop would never end."""
+    raises :class:`DSLError` (as ``range`` does), where the loop would never end.  A
+    ``T.vectorized`` loop of a run-time extent, which no target can vectorize, runs serially."""
     from ..errors import source_location
     from ..ir_utils import StmtMutator, substitute
 
@@ -246,8 +247,14 @@ def python_steps(func: tirx.PrimFunc) -> tirx.PrimFunc:
                 where = source_location(s.span)
                 raise DSLError(f"loop over {s.loop_var.name}: the step must not be 0"
                                + (f"\n  {where}" if where else ""))
+            kind = s.kind
+            if kind == tirx.ForKind.VECTORIZED and not isinstance(s.extent, tirx.IntImm):
+                logging.getLogger("tilelang").debug(
+                    "T.vectorized loop over %s: its extent %s is known only at run time; "
+                    "it runs serially", s.loop_var.name, s.extent)
+                kind = tirx.ForKind.SERIAL
             if not (isinstance(step, tirx.IntImm) and step.value < 0):
-                return tirx.For(s.loop_var, s.min, s.extent, s.kind, body, s.thread_binding,
+                return tirx.For(s.loop_var, s.min, s.extent, kind, body, s.thread_binding,
                                 s.annotations, s.step, span=s.span)
             ty = str(s.loop_var.ty)
             down = tirx.const(-step.value, ty)
@@ -255,7 +262,7 @@ def python_steps(func: tirx.PrimFunc) -> tirx.PrimFunc:
                                                  tirx.const(0, ty)))
             k = tirx.Var(s.loop_var.name, ty)
             body = substitute(body, {s.loop_var: s.min + k * tirx.const(step.value, ty)})
-            return tirx.For(k, tirx.const(0, ty), trips, s.kind, body, s.thread_binding,
+            return tirx.For(k, tirx.const(0, ty), trips, kind, body, s.thread_binding,
                             s.annotations, span=s.span)
 
     body = _Steps()(func.body)

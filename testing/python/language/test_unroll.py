@@ -147,3 +147,19 @@ def test_a_lazily_typed_kernel_gets_the_same_loop_rewrites_and_checks():
                         break
                     B[i] = A[i]
             return B
+
+
+def test_vectorized_loop_of_a_run_time_extent_runs_serially():
+    # (was: LoweringError "Failed to vectorize loop" from TVM, with no line)
+    import torch
+
+    @T.prim_func
+    def main(n: T.int32, B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=1) as _:
+            for i in T.vectorized(n):
+                B[i] = 1.0
+
+    b = torch.zeros(8)
+    tilelang.compile(main, target="cpu")(5, b)
+    assert b.tolist() == [1.0] * 5 + [0.0] * 3
+    tilelang.compile(main, target="cuda -arch=sm_90a")
