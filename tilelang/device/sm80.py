@@ -13,7 +13,7 @@ from tvm.script import tirx as _T
 
 from .effects import (Access, Effect, Mechanism, Memory, Proxy, Sync, call,
                       register_device_op)
-from .thread_group import WARP_BARRIER, ThreadGroup
+from .thread_group import WARP_BARRIER
 
 G, S, R = Memory.GLOBAL, Memory.SHARED, Memory.REGISTER
 
@@ -99,10 +99,6 @@ BARRIER = register_device_op(
 
 def barrier(bar_id: int, count: int) -> tirx.Call:
     return call(BARRIER, bar_id, count)
-
-
-def barrier_of(group: ThreadGroup, bar_id: int) -> tirx.Call:
-    return barrier(bar_id, group.count)
 
 
 def barrier_group(c) -> tuple[int, int]:
@@ -198,4 +194,3 @@ def all_reduce(template_args: str, value, scratch_ptr=None, dtype: str = "float3
     if scratch_ptr is None:
         return call(ALL_REDUCE_WARP, template_args, value, dtype=dtype)
     return call(ALL_REDUCE_GROUP, template_args, value, scratch_ptr, dtype=dtype)
-

@@ -122,8 +122,4 @@ def ffs_cpu_form(c):
     return tirx.Select(tirx.EQ(ux, tirx.const(0, str(ux.ty))), tirx.const(0, "int32"), low)
 
 
-def vote(op, mask, predicate, dtype: str = "int32"):
-    return call(op, mask, predicate, dtype=dtype)
-
-
 __all__ = ["USER_NAMES", "warp_only", "ffs_cpu_form", "call"]

@@ -46,10 +46,6 @@ def _registers(addr, count: int, dtype: str | None = None) -> list:
             for i in range(count)]
 
 
-def _mnemonic(c) -> str:
-    return str(c.args[0].value)
-
-
 def _emit_mma(c):
     """args: mnemonic, n, trans_a, trans_b, acc address, a (a descriptor, or the address of
     the thread's A registers), b descriptor, scale_d."""

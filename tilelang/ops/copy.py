@@ -392,13 +392,10 @@ def tma_plan(op: Copy, target, config: dict, dst_annotations,
         # (the pipeline stacks them) or a panel would start off that alignment
         return (f"{dst.name} ({tile_bytes} bytes) or its boxes do not start at multiples of "
                 f"{TMA_SMEM_ALIGN} bytes, as TMA's shared-memory addresses must")
-    n = 1
-    for e in ext:
-        n *= e
     return TmaPlan(dims=tuple(reversed(list(src.shape))), strides=tuple(strides),
                    box=tuple(box), coords=tuple(reversed(list(R.mins(op.src)))),
                    swizzle=sw, panels=panels, panel_elems=box[0] * _prod(box[1:]),
-                   nbytes=n * eb)
+                   nbytes=_prod(ext) * eb)
 
 
 def _prod(xs) -> int:

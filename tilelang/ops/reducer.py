@@ -279,19 +279,10 @@ def check_epochs(body: tirx.Stmt) -> None:
     after the init and inside ``T.Parallel``, one init per epoch, a finalize in the init's
     scope (the same statement list, or conditionals in it), and no other access to the
     reducer."""
-    keys: dict = {}  # reducers with a T.reducer_init (handle -> buffer): accesses checked
-
-    updates = []
-
-    def on_eval(s):
-        op = decode(s)
-        if isinstance(op, ReducerInit):
-            b = R.buffer_of(op.reducer)
-            keys[b.__chandle__()] = b
-        elif isinstance(op, ReducerUpdate):
-            updates.append(op)
-
-    tvm_ffi.structural_walk(body, (tirx.Evaluate, on_eval))
+    # reducers with a T.reducer_init (handle -> buffer): accesses checked
+    keys = {R.buffer_of(op.reducer).__chandle__(): R.buffer_of(op.reducer)
+            for op in find_ops(body, ReducerInit)}
+    updates = find_ops(body, ReducerUpdate)
     if not keys and not updates:
         return
     state: dict = {}  # handle -> path of the open epoch's init

@@ -128,8 +128,9 @@ def _handed_globals(kernel, roots: dict) -> frozenset:
 
 def _rw(stmt, aliases: dict | None = None, async_reads: dict | None = None,
         handed: frozenset = frozenset()) -> tuple[set, set, bool]:
-    """Shared tiles (and the global tensors in ``handed``) ``stmt`` reads and writes, and whether it synchronizes its group at
-    entry (a device op that does so before its own accesses).  An asynchronous write counts
+    """Shared tiles (and the global tensors in ``handed``) ``stmt`` reads and writes, and
+    whether it synchronizes its group at entry (a device op that does so before its own
+    accesses).  An asynchronous write counts
     when ``stmt`` also waits on the mechanism it completes on (a TMA load waited for in the
     same code): from the wait on, the tile holds data that other threads may need; a write
     whose wait lies elsewhere belongs to the pipeline protocol that issued it.  An
@@ -231,10 +232,11 @@ class _State:
 
 class _Sync:
     def __init__(self, tx, block: ThreadGroup, aliases: dict | None = None,
-                 async_reads: dict | None = None, handed: frozenset = frozenset()):
+                 async_reads: dict | None = None, handed: frozenset = frozenset(),
+                 one_thread: bool = False):
         self.tx = tx
         self.handed = handed  # global tensors synchronized like tiles (``_handed_globals``)
-        self.one_thread = False  # the block is one thread
+        self.one_thread = one_thread  # the block is one thread: nothing to order
         self.aliases = aliases  # view key -> key of the tile it is the bytes of
         self.async_reads = async_reads  # mechanism -> tiles its ops read (``_async_reads``)
         self.block = block
@@ -292,7 +294,7 @@ class _Sync:
         r, w, entry = _rw(s, self.aliases, self.async_reads, self.handed)
         if entry:
             st = _State()
-        elif st.conflicts(r, w) and not self.one_thread:  # one thread: nothing to order
+        elif st.conflicts(r, w) and not self.one_thread:
             out = _State()
             out.add(r, w, self.group)
             return tirx.SeqStmt([self.barrier(self.group), s]), out
@@ -427,13 +429,11 @@ def InjectThreadSync(func: tirx.PrimFunc) -> tirx.PrimFunc:
         tx, ext = thread_extent(kernel)
         block = ThreadGroup(0, int(ext) if isinstance(ext, tirx.IntImm) else 1)
         roots = view_roots(kernel)
-        sync = _Sync(tx, block, {**planned_views(kernel), **roots}, _async_reads(kernel),
-                     _handed_globals(kernel, roots))
-        sync.one_thread = all(isinstance(a.value, tirx.IntImm) and int(a.value) == 1
-                              for a in launch_chain(kernel)[0]
-                              if a.attr_key == "thread_extent" and
-                              a.node.thread_tag.startswith("threadIdx"))
-        body, _ = sync.stmt(kernel, _State())
+        one_thread = all(isinstance(a.value, tirx.IntImm) and int(a.value) == 1
+                         for a in launch_chain(kernel)[0] if a.attr_key == "thread_extent"
+                         and a.node.thread_tag.startswith("threadIdx"))
+        body, _ = _Sync(tx, block, {**planned_views(kernel), **roots}, _async_reads(kernel),
+                        _handed_globals(kernel, roots), one_thread).stmt(kernel, _State())
         return body
 
     return func.with_body(map_kernels(func.body, one))

@@ -905,15 +905,6 @@ def LayoutInference(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(map_kernels(func.body, one))
 
 
-def layout_of(alloc_or_for) -> Fragment | None:
-    """The layout a LayoutInference annotation carries, if any."""
-    ann = alloc_or_for.annotations
-    for k in ("tl.layout", "tl.loop_layout"):
-        if k in ann:
-            return codec.decode(ann[k])
-    return None
-
-
 def shared_layout_of(alloc) -> "Layout | None":
     """The layout a shared tile's allocation is stored in after PlanSharedMemory: its
     ``tl.shared_layout`` (a wgmma operand's GMMA swizzle, or a ``T.annotate_layout``), the sm80

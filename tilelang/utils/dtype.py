@@ -266,7 +266,3 @@ def is_narrow_float(name: str) -> bool:
     float6, float4), a type CUDA has neither arithmetic nor wide vectors of."""
     t = tvm.DataType(str(name))
     return t.is_float and t.bits < 16
-
-
-def is_low_precision_float(name: str) -> bool:
-    return name in ("float16", "bfloat16") or name.startswith("float8")
